@@ -1,0 +1,181 @@
+import { z } from 'zod';
+import { ScopeSchema } from './scopes';
+import { TierSchema } from './tiers';
+
+// ---------- HTTP bodies (admin API and /v1/account) ----------
+
+export const CreateOrganizationBody = z.strictObject({
+  name: z.string().trim().min(1).max(200),
+  tier: TierSchema.default('free'),
+});
+
+export const UpdateOrganizationBody = z.strictObject({
+  tier: TierSchema,
+});
+
+export const AddCreditsBody = z.strictObject({
+  amount: z.number().positive().max(1_000_000),
+  description: z.string().trim().max(500).default('Credit'),
+});
+
+export const CreateApiKeyBody = z.strictObject({
+  name: z.string().trim().min(1).max(200),
+  scopes: z.array(ScopeSchema).min(1),
+  rate_limit_per_minute: z.int().min(1).max(100_000).optional(),
+  expires_in_days: z.int().min(1).max(3650).optional(),
+  mode: z.enum(['live', 'test']).default('live'),
+});
+
+export const ListQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  after: z.string().max(200).optional(),
+});
+
+export const OrganizationSchema = z.object({
+  id: z.string(),
+  object: z.literal('organization'),
+  name: z.string(),
+  tier: TierSchema,
+  created: z.int(),
+});
+export type Organization = z.infer<typeof OrganizationSchema>;
+
+export const BalanceSchema = z.object({
+  object: z.literal('balance'),
+  organization_id: z.string(),
+  available: z.number(),
+  reserved: z.number(),
+  currency: z.literal('usd'),
+  tier: TierSchema,
+});
+export type Balance = z.infer<typeof BalanceSchema>;
+
+export const LedgerEntryType = z.enum(['credit', 'reservation', 'capture', 'release', 'charge']);
+
+export const LedgerEntrySchema = z.object({
+  id: z.string(),
+  object: z.literal('ledger_entry'),
+  type: LedgerEntryType,
+  /** Signed change to the available balance in USD. */
+  amount: z.number(),
+  /** Available balance after this entry, USD. */
+  available_after: z.number(),
+  description: z.string(),
+  reference: z.string().nullable(),
+  created: z.int(),
+});
+export type LedgerEntry = z.infer<typeof LedgerEntrySchema>;
+
+export const ApiKeySchema = z.object({
+  id: z.string(),
+  object: z.literal('api_key'),
+  name: z.string(),
+  mode: z.enum(['live', 'test']),
+  prefix: z.string(),
+  scopes: z.array(ScopeSchema),
+  rate_limit_per_minute: z.int(),
+  created: z.int(),
+  expires_at: z.int().nullable(),
+  last_used_at: z.int().nullable(),
+  revoked_at: z.int().nullable(),
+  usage: z.object({ requests: z.int() }),
+});
+export type ApiKey = z.infer<typeof ApiKeySchema>;
+
+export const CreatedApiKeySchema = ApiKeySchema.extend({ key: z.string() });
+export type CreatedApiKey = z.infer<typeof CreatedApiKeySchema>;
+
+export const listOf = <T extends z.ZodType>(item: T) =>
+  z.object({ object: z.literal('list'), data: z.array(item), has_more: z.boolean() });
+
+// ---------- NATS request/reply messages to the billing service ----------
+
+const OrgRef = { org_id: z.string().min(1) };
+
+export const BillingMessages = {
+  createOrganization: CreateOrganizationBody,
+  listOrganizations: ListQuery,
+  getOrganization: z.object(OrgRef),
+  updateOrganization: z.object({ ...OrgRef, tier: TierSchema }),
+  addCredits: z.object({ ...OrgRef, amount_micros: z.int().positive(), description: z.string() }),
+  listLedger: ListQuery.extend(OrgRef),
+  getBalance: z.object(OrgRef),
+  createApiKey: CreateApiKeyBody.extend(OrgRef),
+  listApiKeys: z.object(OrgRef),
+  revokeApiKey: z.object({ ...OrgRef, key_id: z.string().min(1) }),
+  /** The gateway hashes the presented key; the key itself never travels past the gateway. */
+  authenticate: z.object({ key_hash: z.string().length(64) }),
+  recordKeyUsage: z.object({
+    usage: z.array(z.object({ key_id: z.string(), requests: z.int().positive(), last_used_at: z.int() })).max(10_000),
+  }),
+  /** Reserve funds ahead of work whose price is known or bounded; idempotent on reservation_id. */
+  reserveFunds: z.object({
+    ...OrgRef,
+    reservation_id: z.string().min(1),
+    amount_micros: z.int().positive(),
+    description: z.string(),
+  }),
+  /** Capture part or all of a reservation; the rest goes back to the available balance. */
+  captureReservation: z.object({ ...OrgRef, reservation_id: z.string().min(1), amount_micros: z.int().nonnegative() }),
+  releaseReservation: z.object({ ...OrgRef, reservation_id: z.string().min(1) }),
+} as const;
+
+export type BillingMessage<K extends keyof typeof BillingMessages> = z.infer<(typeof BillingMessages)[K]>;
+
+/** What the gateway learns about a key: enough to authorize and rate-limit without another hop. */
+export const KeyPrincipalSchema = z.object({
+  key_id: z.string(),
+  org_id: z.string(),
+  mode: z.enum(['live', 'test']),
+  scopes: z.array(ScopeSchema),
+  rate_limit_per_minute: z.int(),
+  tier: TierSchema,
+  expires_at: z.int().nullable(),
+});
+export type KeyPrincipal = z.infer<typeof KeyPrincipalSchema>;
+
+export const ReservationSchema = z.object({
+  reservation_id: z.string(),
+  amount: z.number(),
+  available: z.number(),
+});
+
+// ---------- Domain events of the billing service ----------
+
+export const BillingEvents = {
+  OrganizationCreated: z.object({ org_id: z.string(), name: z.string(), tier: TierSchema, created: z.int() }),
+  TierChanged: z.object({ org_id: z.string(), tier: TierSchema }),
+  CreditsAdded: z.object({ org_id: z.string(), amount_micros: z.int().positive(), description: z.string() }),
+  FundsReserved: z.object({
+    org_id: z.string(),
+    reservation_id: z.string(),
+    amount_micros: z.int().positive(),
+    description: z.string(),
+  }),
+  ReservationCaptured: z.object({
+    org_id: z.string(),
+    reservation_id: z.string(),
+    amount_micros: z.int().nonnegative(),
+    released_micros: z.int().nonnegative(),
+  }),
+  ReservationReleased: z.object({ org_id: z.string(), reservation_id: z.string(), amount_micros: z.int().positive() }),
+  ApiKeyCreated: z.object({
+    key_id: z.string(),
+    org_id: z.string(),
+    name: z.string(),
+    mode: z.enum(['live', 'test']),
+    prefix: z.string(),
+    key_hash: z.string(),
+    scopes: z.array(ScopeSchema),
+    rate_limit_per_minute: z.int(),
+    expires_at: z.int().nullable(),
+    created: z.int(),
+  }),
+  ApiKeyRevoked: z.object({ key_id: z.string(), org_id: z.string(), revoked_at: z.int() }),
+  ApiKeyUsed: z.object({ key_id: z.string(), org_id: z.string(), requests: z.int().positive(), last_used_at: z.int() }),
+} as const;
+
+export type BillingEventType = keyof typeof BillingEvents;
+export type BillingEvent = {
+  [K in BillingEventType]: { type: K; data: z.infer<(typeof BillingEvents)[K]> };
+}[BillingEventType];

@@ -1,0 +1,94 @@
+import type { AppendResult, EventMetadata, EventStore, NewEvent, StoredEvent } from './port';
+import { WrongExpectedRevisionError } from './port';
+
+export interface DomainEvent<Type extends string = string, Data = unknown> {
+  type: Type;
+  data: Data;
+}
+
+/** An aggregate as a pure decider (Emmett's shape): no I/O, time and ids arrive on the command. */
+export interface Decider<State, Command, Event extends DomainEvent> {
+  decide(command: Command, state: State): Event[];
+  evolve(state: State, event: Event): State;
+  initialState(): State;
+}
+
+export async function aggregateStream<State, Event extends DomainEvent>(
+  store: EventStore,
+  streamName: string,
+  decider: Pick<Decider<State, never, Event>, 'evolve' | 'initialState'>,
+): Promise<{ state: State; revision: number | 'no_stream' }> {
+  const events = await store.readStream(streamName);
+  let state = decider.initialState();
+  for (const e of events) state = decider.evolve(state, e as unknown as Event);
+  const last = events.at(-1);
+  return { state, revision: last ? last.revision : 'no_stream' };
+}
+
+/** Serializes async work per key inside one process. */
+export class KeyedMutex {
+  private readonly tails = new Map<string, Promise<unknown>>();
+
+  run<T>(key: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.tails.get(key) ?? Promise.resolve();
+    const result = previous.then(work, work);
+    const tail = result.catch(() => undefined);
+    this.tails.set(key, tail);
+    void tail.then(() => {
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    });
+    return result;
+  }
+}
+
+export interface HandleResult<State, Event> {
+  state: State;
+  events: Event[];
+  /** Undefined when the decider produced no events (an idempotent repeat). */
+  appended?: AppendResult;
+}
+
+/**
+ * Load, decide, append with optimistic concurrency. Commands on one stream run one at a time in this
+ * process; a conflict with another process is retried a bounded number of times with backoff.
+ */
+export class CommandHandler {
+  private readonly mutex = new KeyedMutex();
+
+  constructor(
+    private readonly store: EventStore,
+    private readonly options: { maxAttempts?: number; newEventId?: () => string } = {},
+  ) {}
+
+  handle<State, Command, Event extends DomainEvent>(
+    streamName: string,
+    decider: Decider<State, Command, Event>,
+    command: Command,
+    metadata?: EventMetadata,
+  ): Promise<HandleResult<State, Event>> {
+    return this.mutex.run(streamName, async () => {
+      const maxAttempts = this.options.maxAttempts ?? 5;
+      for (let attempt = 1; ; attempt++) {
+        const { state, revision } = await aggregateStream(this.store, streamName, decider);
+        const events = decider.decide(command, state);
+        if (events.length === 0) return { state, events };
+        const toAppend: NewEvent[] = events.map((e) => ({
+          type: e.type,
+          data: e.data,
+          ...(this.options.newEventId ? { id: this.options.newEventId() } : {}),
+          ...(metadata ? { metadata } : {}),
+        }));
+        try {
+          const appended = await this.store.appendToStream(streamName, toAppend, { expectedRevision: revision });
+          const next = events.reduce(decider.evolve, state);
+          return { state: next, events, appended };
+        } catch (error) {
+          if (!(error instanceof WrongExpectedRevisionError) || attempt >= maxAttempts) throw error;
+          await new Promise((r) => setTimeout(r, Math.min(100, 2 ** attempt) * Math.random()));
+        }
+      }
+    });
+  }
+}
+
+export type { StoredEvent };
