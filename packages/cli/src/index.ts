@@ -1,0 +1,1 @@
+export { run, type Io } from './run';

@@ -1,0 +1,419 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { run } from '../src';
+
+interface Recorded {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: unknown;
+}
+
+const JAN_1_2025 = 1_735_689_600;
+const org = { id: 'org_1', object: 'organization', name: 'Acme', tier: 'standard', created: JAN_1_2025 };
+const orgList = {
+  object: 'list',
+  data: [org, { id: 'org_2', object: 'organization', name: 'Globex Corp', tier: 'free', created: JAN_1_2025 + 60 }],
+  has_more: true,
+};
+const balance = {
+  object: 'balance',
+  organization_id: 'org_1',
+  available: 12.5,
+  reserved: 0.00008,
+  currency: 'usd',
+  tier: 'standard',
+};
+const ledger = {
+  object: 'list',
+  data: [
+    {
+      id: 'led_1',
+      object: 'ledger_entry',
+      type: 'credit',
+      amount: 25,
+      available_after: 25,
+      description: 'Welcome credit',
+      reference: null,
+      created: JAN_1_2025,
+    },
+    {
+      id: 'led_2',
+      object: 'ledger_entry',
+      type: 'charge',
+      amount: -0.08,
+      available_after: 24.92,
+      description: 'Chat completion',
+      reference: 'chatcmpl_9',
+      created: JAN_1_2025 + 5,
+    },
+  ],
+  has_more: false,
+};
+const liveKey = {
+  id: 'key_1',
+  object: 'api_key',
+  name: 'ci-bot',
+  mode: 'live',
+  prefix: 'oc_live_ab12',
+  scopes: ['video:read', 'chat:write'],
+  rate_limit_per_minute: 100,
+  created: JAN_1_2025,
+  expires_at: null,
+  last_used_at: JAN_1_2025 + 86_400,
+  revoked_at: null,
+  usage: { requests: 1200 },
+};
+const revokedKey = {
+  ...liveKey,
+  id: 'key_2',
+  name: 'old',
+  prefix: 'oc_live_cd34',
+  last_used_at: null,
+  revoked_at: JAN_1_2025 + 3600,
+  usage: { requests: 34 },
+};
+const keyList = { object: 'list', data: [liveKey, revokedKey], has_more: false };
+const createdKey = { ...liveKey, id: 'key_3', key: 'oc_live_ab12SECRETSECRETSECRET' };
+
+describe('oc against a recording admin API', () => {
+  const requests: Recorded[] = [];
+  const answers = new Map<string, { status: number; body: unknown }>();
+  let server: Server;
+  let baseUrl: string;
+
+  const answer = (method: string, url: string, body: unknown, status = 200) =>
+    answers.set(`${method} ${url}`, { status, body });
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      let raw = '';
+      req.setEncoding('utf8');
+      req.on('data', (chunk: string) => (raw += chunk));
+      req.on('end', () => {
+        const { method = '', url = '', headers } = req;
+        requests.push({ method, url, headers, body: raw === '' ? undefined : JSON.parse(raw) });
+        const canned = answers.get(`${method} ${url}`) ?? {
+          status: 404,
+          body: { error: { type: 'invalid_request_error', message: `no canned answer for ${method} ${url}`, code: 'test' } },
+        };
+        if (canned.body === undefined) return res.writeHead(canned.status).end();
+        res.writeHead(canned.status, { 'content-type': 'application/json' }).end(JSON.stringify(canned.body));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  beforeEach(() => {
+    requests.length = 0;
+    answers.clear();
+  });
+
+  async function oc(...argv: string[]) {
+    let stdout = '';
+    let stderr = '';
+    const code = await run(argv, {
+      stdout: { write: (s: string) => (stdout += s) },
+      stderr: { write: (s: string) => (stderr += s) },
+      env: { OC_ADMIN_URL: baseUrl, OC_ADMIN_TOKEN: 'adm_token' },
+    });
+    return { code, stdout, stderr };
+  }
+
+  describe('sends the exact request and --json prints the response body', () => {
+    const cases: { argv: string[]; method: string; url: string; body?: unknown; response: unknown }[] = [
+      { argv: ['orgs', 'list'], method: 'GET', url: '/admin/v1/organizations', response: orgList },
+      {
+        argv: ['orgs', 'list', '--limit', '2', '--after', 'org_0'],
+        method: 'GET',
+        url: '/admin/v1/organizations?limit=2&after=org_0',
+        response: orgList,
+      },
+      {
+        argv: ['orgs', 'create', '--name', 'Acme', '--tier', 'standard'],
+        method: 'POST',
+        url: '/admin/v1/organizations',
+        body: { name: 'Acme', tier: 'standard' },
+        response: org,
+      },
+      {
+        argv: ['orgs', 'create', '--name', 'Acme'],
+        method: 'POST',
+        url: '/admin/v1/organizations',
+        body: { name: 'Acme' },
+        response: { ...org, tier: 'free' },
+      },
+      { argv: ['orgs', 'get', 'org_1'], method: 'GET', url: '/admin/v1/organizations/org_1', response: org },
+      {
+        argv: ['orgs', 'set-tier', 'org_1', 'premium'],
+        method: 'PATCH',
+        url: '/admin/v1/organizations/org_1',
+        body: { tier: 'premium' },
+        response: { ...org, tier: 'premium' },
+      },
+      {
+        argv: ['credit', 'org_1', '12.5', '--description', 'Promo'],
+        method: 'POST',
+        url: '/admin/v1/organizations/org_1/credits',
+        body: { amount: 12.5, description: 'Promo' },
+        response: balance,
+      },
+      {
+        argv: ['credit', 'org_1', '3'],
+        method: 'POST',
+        url: '/admin/v1/organizations/org_1/credits',
+        body: { amount: 3 },
+        response: balance,
+      },
+      { argv: ['balance', 'org_1'], method: 'GET', url: '/admin/v1/organizations/org_1/balance', response: balance },
+      { argv: ['ledger', 'org_1'], method: 'GET', url: '/admin/v1/organizations/org_1/ledger', response: ledger },
+      {
+        argv: ['ledger', 'org_1', '--limit', '50', '--after', 'led_1'],
+        method: 'GET',
+        url: '/admin/v1/organizations/org_1/ledger?limit=50&after=led_1',
+        response: ledger,
+      },
+      { argv: ['keys', 'list', 'org_1'], method: 'GET', url: '/admin/v1/organizations/org_1/keys', response: keyList },
+      {
+        argv: ['keys', 'create', 'org_1', '--name', 'ci-bot', '--scope', 'video:read', '--scope', 'chat:write'],
+        method: 'POST',
+        url: '/admin/v1/organizations/org_1/keys',
+        body: { name: 'ci-bot', scopes: ['video:read', 'chat:write'], mode: 'live' },
+        response: createdKey,
+      },
+      {
+        argv: [
+          'keys',
+          'create',
+          'org_1',
+          '--name',
+          'sandbox',
+          '--scope',
+          'video:write',
+          '--rate-limit',
+          '20',
+          '--expires-in-days',
+          '30',
+          '--test',
+        ],
+        method: 'POST',
+        url: '/admin/v1/organizations/org_1/keys',
+        body: {
+          name: 'sandbox',
+          scopes: ['video:write'],
+          rate_limit_per_minute: 20,
+          expires_in_days: 30,
+          mode: 'test',
+        },
+        response: { ...createdKey, mode: 'test', key: 'oc_test_zz' },
+      },
+      {
+        argv: ['keys', 'revoke', 'org_1', 'key_2'],
+        method: 'DELETE',
+        url: '/admin/v1/organizations/org_1/keys/key_2',
+        response: revokedKey,
+      },
+    ];
+
+    it.each(cases)('oc $argv', async ({ argv, method, url, body, response }) => {
+      answer(method, url, response);
+
+      const result = await oc(...argv, '--json');
+
+      expect(result.code).toBe(0);
+      expect(requests).toHaveLength(1);
+      const [request] = requests;
+      expect(request).toMatchObject({ method, url, body });
+      expect(request!.headers.authorization).toBe('Bearer adm_token');
+      expect(request!.headers.accept).toBe('application/json');
+      expect(request!.headers['content-type']).toBe(body === undefined ? undefined : 'application/json');
+      expect(JSON.parse(result.stdout)).toEqual(response);
+    });
+
+    it('oc usage reads the keys and the balance and prints both', async () => {
+      answer('GET', '/admin/v1/organizations/org_1/keys', keyList);
+      answer('GET', '/admin/v1/organizations/org_1/balance', balance);
+
+      const result = await oc('usage', 'org_1', '--json');
+
+      expect(result.code).toBe(0);
+      expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual([
+        'GET /admin/v1/organizations/org_1/keys',
+        'GET /admin/v1/organizations/org_1/balance',
+      ]);
+      expect(JSON.parse(result.stdout)).toEqual({ keys: keyList, balance });
+    });
+  });
+
+  describe('human output', () => {
+    it('lists organizations as a table with a hint for the next page', async () => {
+      answer('GET', '/admin/v1/organizations', orgList);
+      const { code, stdout } = await oc('orgs', 'list');
+      expect(code).toBe(0);
+      expect(stdout).toMatch(/^ID\s+NAME\s+TIER\s+CREATED\n/);
+      expect(stdout).toMatch(/org_1\s+Acme\s+standard\s+2025-01-01T00:00:00Z/);
+      expect(stdout).toMatch(/org_2\s+Globex Corp\s+free\s+2025-01-01T00:01:00Z/);
+      expect(stdout).toContain('(more: --after org_2)');
+    });
+
+    it('prints an organization', async () => {
+      answer('GET', '/admin/v1/organizations/org_1', org);
+      const { stdout } = await oc('orgs', 'get', 'org_1');
+      expect(stdout).toMatch(/id\s+org_1\nname\s+Acme\ntier\s+standard\ncreated\s+2025-01-01T00:00:00Z\n/);
+    });
+
+    it('prints a balance without hiding micro-dollars', async () => {
+      answer('GET', '/admin/v1/organizations/org_1/balance', balance);
+      const { stdout } = await oc('balance', 'org_1');
+      expect(stdout).toMatch(/organization\s+org_1/);
+      expect(stdout).toMatch(/available\s+\$12\.50\n/);
+      expect(stdout).toMatch(/reserved\s+\$0\.00008\n/);
+      expect(stdout).toMatch(/tier\s+standard/);
+    });
+
+    it('prints the balance after a credit', async () => {
+      answer('POST', '/admin/v1/organizations/org_1/credits', balance);
+      const { stdout } = await oc('credit', 'org_1', '12.5');
+      expect(stdout).toMatch(/available\s+\$12\.50\n/);
+    });
+
+    it('prints the ledger with signed amounts', async () => {
+      answer('GET', '/admin/v1/organizations/org_1/ledger', ledger);
+      const { stdout } = await oc('ledger', 'org_1');
+      expect(stdout).toMatch(/led_1\s+credit\s+\$25\.00\s+\$25\.00\s+2025-01-01T00:00:00Z\s+Welcome credit\s+-/);
+      expect(stdout).toMatch(/led_2\s+charge\s+-\$0\.08\s+\$24\.92\s+2025-01-01T00:00:05Z\s+Chat completion\s+chatcmpl_9/);
+      expect(stdout).not.toContain('(more');
+    });
+
+    it('lists keys with scopes, usage and status', async () => {
+      answer('GET', '/admin/v1/organizations/org_1/keys', keyList);
+      const { stdout } = await oc('keys', 'list', 'org_1');
+      expect(stdout).toMatch(
+        /key_1\s+ci-bot\s+live\s+oc_live_ab12\s+video:read,chat:write\s+100\s+1200\s+2025-01-02T00:00:00Z\s+-\s+active/,
+      );
+      expect(stdout).toMatch(/key_2\s+old\s+.*\s+34\s+-\s+-\s+revoked/);
+    });
+
+    it('shows a new key once, prominently, with a warning', async () => {
+      answer('POST', '/admin/v1/organizations/org_1/keys', createdKey);
+      const { code, stdout, stderr } = await oc('keys', 'create', 'org_1', '--name', 'ci-bot', '--scope', 'video:read');
+      expect(code).toBe(0);
+      expect(stderr).toBe('');
+      expect(stdout).toContain('Created live key key_3 "ci-bot" for org_1');
+      expect(stdout).toContain('\n    oc_live_ab12SECRETSECRETSECRET\n');
+      expect(stdout.split('oc_live_ab12SECRETSECRETSECRET')).toHaveLength(2);
+      expect(stdout).toContain('not shown again');
+    });
+
+    it('keeps stdout pure JSON for a new key and warns on stderr', async () => {
+      answer('POST', '/admin/v1/organizations/org_1/keys', createdKey);
+      const { stdout, stderr } = await oc('keys', 'create', 'org_1', '--name', 'ci-bot', '--scope', 'video:read', '--json');
+      expect(JSON.parse(stdout).key).toBe(createdKey.key);
+      expect(stderr).toContain('not shown again');
+    });
+
+    it('confirms a revocation, also when the API answers 204', async () => {
+      answer('DELETE', '/admin/v1/organizations/org_1/keys/key_2', revokedKey);
+      expect((await oc('keys', 'revoke', 'org_1', 'key_2')).stdout).toBe('Revoked key key_2 at 2025-01-01T01:00:00Z\n');
+
+      answer('DELETE', '/admin/v1/organizations/org_1/keys/key_2', undefined, 204);
+      expect(await oc('keys', 'revoke', 'org_1', 'key_2')).toEqual({ code: 0, stdout: 'Revoked key key_2\n', stderr: '' });
+      expect(await oc('keys', 'revoke', 'org_1', 'key_2', '--json')).toEqual({ code: 0, stdout: '', stderr: '' });
+    });
+
+    it('summarises usage per key with the balance', async () => {
+      answer('GET', '/admin/v1/organizations/org_1/keys', keyList);
+      answer('GET', '/admin/v1/organizations/org_1/balance', balance);
+      const { stdout } = await oc('usage', 'org_1');
+      expect(stdout).toMatch(/key_1\s+ci-bot\s+active\s+1200\s+2025-01-02T00:00:00Z/);
+      expect(stdout).toMatch(/key_2\s+old\s+revoked\s+34\s+-/);
+      expect(stdout).toMatch(/total requests\s+1234/);
+      expect(stdout).toMatch(/available\s+\$12\.50/);
+    });
+  });
+
+  describe('configuration', () => {
+    it('--url and --token override the environment, and no token sends no Authorization', async () => {
+      answer('GET', '/admin/v1/organizations/org_1', org);
+      await run(['orgs', 'get', 'org_1', '--url', `${baseUrl}/`, '--token', 'flag_token'], {
+        stdout: { write: () => true },
+        env: { OC_ADMIN_URL: 'http://127.0.0.1:1', OC_ADMIN_TOKEN: 'env_token' },
+      });
+      await run(['orgs', 'get', 'org_1', '--url', baseUrl], { stdout: { write: () => true }, env: {} });
+
+      expect(requests.map((r) => r.headers.authorization)).toEqual(['Bearer flag_token', undefined]);
+    });
+  });
+
+  describe('failures', () => {
+    it('prints an API error with its code and exits 1', async () => {
+      answer(
+        'GET',
+        '/admin/v1/organizations/org_x',
+        { error: { type: 'invalid_request_error', message: 'No such organization: org_x', code: 'resource_not_found' } },
+        404,
+      );
+      expect(await oc('orgs', 'get', 'org_x')).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: 'error: No such organization: org_x (resource_not_found)\n',
+      });
+    });
+
+    it('reports a 401 the same way in --json mode', async () => {
+      answer(
+        'GET',
+        '/admin/v1/organizations',
+        { error: { type: 'authentication_error', message: 'Invalid admin token', code: 'invalid_api_key' } },
+        401,
+      );
+      expect(await oc('orgs', 'list', '--json')).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: 'error: Invalid admin token (invalid_api_key)\n',
+      });
+    });
+
+    it('reports an unreachable service and exits 1', async () => {
+      const closed = createServer();
+      await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+      const port = (closed.address() as AddressInfo).port;
+      await new Promise<void>((resolve) => closed.close(() => resolve()));
+
+      const { code, stderr } = await oc('balance', 'org_1', '--url', `http://127.0.0.1:${port}`);
+      expect(code).toBe(1);
+      expect(stderr).toMatch(new RegExp(`^error: cannot reach the admin API at http://127.0.0.1:${port}: .*ECONNREFUSED`));
+    });
+
+    it.each([
+      [['launch']],
+      [['orgs']],
+      [['orgs', 'delete', 'org_1']],
+      [['orgs', 'get']],
+      [['balance', 'org_1', 'extra']],
+      [['balance', 'org_1', '--name', 'x']],
+      [['orgs', 'list', '--bogus']],
+      [['orgs', 'create']],
+      [['keys', 'create', 'org_1', '--name', 'x']],
+      [['keys', 'create', 'org_1', '--name', 'x', '--scope', 'video:read', '--rate-limit', 'lots']],
+      [['credit', 'org_1', 'ten']],
+      [[]],
+    ])('oc %j is a usage error: exit 2, usage on stderr, no request', async (argv) => {
+      const { code, stdout, stderr } = await oc(...argv);
+      expect(code).toBe(2);
+      expect(stdout).toBe('');
+      expect(stderr).toMatch(/^error: .+\n\nUsage: oc <command>/);
+      expect(requests).toEqual([]);
+    });
+
+    it.each([[['help']], [['--help']], [['orgs', 'list', '-h']]])('oc %j prints the usage and exits 0', async (argv) => {
+      const { code, stdout, stderr } = await oc(...argv);
+      expect(code).toBe(0);
+      expect(stderr).toBe('');
+      expect(stdout).toContain('oc keys create ORG_ID --name NAME --scope SCOPE');
+      expect(requests).toEqual([]);
+    });
+  });
+});

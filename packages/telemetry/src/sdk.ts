@@ -1,0 +1,24 @@
+import { NodeSDK, resources } from '@opentelemetry/sdk-node';
+
+export interface Telemetry {
+  shutdown(): Promise<void>;
+}
+
+export interface TelemetryOptions {
+  serviceName: string;
+  version: string;
+}
+
+/**
+ * Starts the OpenTelemetry SDK only when an OTLP endpoint is configured, so local runs and tests
+ * export nothing. Exporters, protocol and sampling come from the standard OTEL_* variables.
+ */
+export function startTelemetry({ serviceName, version }: TelemetryOptions): Telemetry {
+  if (!process.env.OTEL_EXPORTER_OTLP_ENDPOINT) return { shutdown: async () => {} };
+  const sdk = new NodeSDK({
+    serviceName,
+    resource: resources.defaultResource().merge(resources.resourceFromAttributes({ 'service.version': version })),
+  });
+  sdk.start();
+  return { shutdown: () => sdk.shutdown() };
+}
