@@ -2,9 +2,27 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['packages/*/test/**/*.spec.ts', 'services/*/test/**/*.spec.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit+int',
+          include: ['packages/*/test/**/*.spec.ts', 'services/*/test/**/*.spec.ts'],
+          exclude: ['**/*.e2e.spec.ts', '**/node_modules/**'],
+        },
+      },
+      {
+        // End-to-end suites start real services that share NATS subjects: one file at a time.
+        extends: true,
+        test: {
+          name: 'e2e',
+          include: ['services/*/test/**/*.e2e.spec.ts'],
+          fileParallelism: false,
+        },
+      },
+    ],
   },
 });

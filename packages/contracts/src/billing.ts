@@ -13,8 +13,15 @@ export const UpdateOrganizationBody = z.strictObject({
   tier: TierSchema,
 });
 
+/** A positive USD amount that micro-dollars hold exactly. */
+export const UsdAmount = z
+  .number()
+  .positive()
+  .max(1_000_000)
+  .refine((usd) => Math.abs(Math.round(usd * 1e6) - usd * 1e6) < 1e-3, 'at most 6 decimal places');
+
 export const AddCreditsBody = z.strictObject({
-  amount: z.number().positive().max(1_000_000),
+  amount: UsdAmount,
   description: z.string().trim().max(500).default('Credit'),
 });
 
@@ -50,14 +57,16 @@ export const BalanceSchema = z.object({
 });
 export type Balance = z.infer<typeof BalanceSchema>;
 
-export const LedgerEntryType = z.enum(['credit', 'reservation', 'capture', 'release', 'charge']);
+export const LedgerEntryType = z.enum(['credit', 'reservation', 'capture', 'release']);
 
 export const LedgerEntrySchema = z.object({
   id: z.string(),
   object: z.literal('ledger_entry'),
   type: LedgerEntryType,
-  /** Signed change to the available balance in USD. */
+  /** Signed change to the available balance, USD: a reservation holds funds, a capture returns what was not used. */
   amount: z.number(),
+  /** USD actually charged by this entry: the captured amount of a capture, 0 otherwise. */
+  charged: z.number(),
   /** Available balance after this entry, USD. */
   available_after: z.number(),
   description: z.string(),

@@ -7,3 +7,4 @@ export * from './billing';
 export * from './subjects';
 export * from './reply';
 export * from './runtime';
+export * from './validation';

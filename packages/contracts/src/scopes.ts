@@ -10,7 +10,6 @@ export const SCOPES = [
   'webhook:read',
   'webhook:write',
   'webhook:delete',
-  'account:read',
 ] as const;
 
 export const ScopeSchema = z.enum(SCOPES);

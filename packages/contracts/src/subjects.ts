@@ -24,6 +24,8 @@ export const Subjects = {
   broadcast: {
     /** Sent by billing before it answers a revocation, so every gateway drops the key at once. */
     apiKeyRevoked: 'broadcast.billing.key_revoked',
+    /** Sent by billing when an organization's tier (and so its limits) changes. */
+    organizationChanged: 'broadcast.billing.organization_changed',
   },
 } as const;
 

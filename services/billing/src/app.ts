@@ -1,0 +1,57 @@
+import { type Clock, type IdSource } from '@oc/contracts';
+import { CommandHandler, type EventStore } from '@oc/eventstore';
+import type { ServiceClient } from '@oc/messaging';
+import { ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
+import { type DynamicModule, Module } from '@nestjs/common';
+import type { Logger } from 'pino';
+import { broadcastNotifier } from './adapters/gateway-notifier';
+import { BillingService } from './application/billing';
+import { billingProjections } from './projections/billing-projections';
+import { BILLING_SERVICE, BillingController, LOGGER } from './transport/billing.controller';
+
+export interface BillingRuntime {
+  eventStore: EventStore;
+  readModels: ReadModelStore;
+  /** For the broadcasts that keep gateways' key caches honest. */
+  client: ServiceClient;
+  clock: Clock;
+  ids: IdSource;
+  logger: Logger;
+  keyBytes?: () => Buffer;
+}
+
+@Module({})
+export class BillingModule {
+  static register(service: BillingService, logger: Logger): DynamicModule {
+    return {
+      module: BillingModule,
+      controllers: [BillingController],
+      providers: [
+        { provide: BILLING_SERVICE, useValue: service },
+        { provide: LOGGER, useValue: logger },
+      ],
+    };
+  }
+}
+
+/** Builds the billing service and catches its read models up with the event store. */
+export async function createBilling(runtime: BillingRuntime) {
+  const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, billingProjections, {
+    onError: (err) => runtime.logger.error({ err }, 'billing projection stopped'),
+  });
+  await projections.start();
+  const service = new BillingService({
+    commands: new CommandHandler(runtime.eventStore),
+    readModels: runtime.readModels,
+    projections,
+    notifier: broadcastNotifier(runtime.client),
+    clock: runtime.clock,
+    ids: runtime.ids,
+    ...(runtime.keyBytes ? { keyBytes: runtime.keyBytes } : {}),
+  });
+  return {
+    service,
+    module: BillingModule.register(service, runtime.logger),
+    close: () => projections.stop(),
+  };
+}

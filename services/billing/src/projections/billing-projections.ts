@@ -1,0 +1,123 @@
+import { type BillingEvent, unixSeconds } from '@oc/contracts';
+import type { StoredEvent } from '@oc/eventstore';
+import { documentProjection, type Projection } from '@oc/readmodel';
+import { type ApiKeyDoc, Collections, type LedgerEntryDoc, type OrganizationDoc } from './documents';
+
+type Stored = StoredEvent & BillingEvent;
+
+/** Organizations with their balances, and the ledger entry each money movement leaves behind. */
+export const accountsProjection: Projection = {
+  name: 'billing-accounts',
+  canHandle: ['OrganizationCreated', 'TierChanged', 'CreditsAdded', 'FundsReserved', 'ReservationCaptured', 'ReservationReleased'],
+  async handle(stored, ctx) {
+    const event = stored as Stored;
+    const orgs = ctx.collection<OrganizationDoc>(Collections.organizations);
+    if (event.type === 'OrganizationCreated') {
+      await orgs.upsert({
+        _id: event.data.org_id,
+        name: event.data.name,
+        tier: event.data.tier,
+        created: event.data.created,
+        balance_micros: 0,
+        reserved_micros: 0,
+      });
+      return;
+    }
+    const org = await orgs.findOne({ _id: (event.data as { org_id: string }).org_id });
+    if (!org) return;
+    let entry: Pick<LedgerEntryDoc, 'type' | 'amount_micros' | 'charged_micros' | 'description' | 'reference'> | undefined;
+    switch (event.type) {
+      case 'TierChanged':
+        org.tier = event.data.tier;
+        break;
+      case 'CreditsAdded':
+        org.balance_micros += event.data.amount_micros;
+        entry = { type: 'credit', amount_micros: event.data.amount_micros, charged_micros: 0, description: event.data.description, reference: null };
+        break;
+      case 'FundsReserved':
+        org.reserved_micros += event.data.amount_micros;
+        entry = {
+          type: 'reservation',
+          amount_micros: -event.data.amount_micros,
+          charged_micros: 0,
+          description: event.data.description,
+          reference: event.data.reservation_id,
+        };
+        break;
+      case 'ReservationCaptured':
+        org.balance_micros -= event.data.amount_micros;
+        org.reserved_micros -= event.data.amount_micros + event.data.released_micros;
+        entry = {
+          type: 'capture',
+          amount_micros: event.data.released_micros,
+          charged_micros: event.data.amount_micros,
+          description: 'Usage charged',
+          reference: event.data.reservation_id,
+        };
+        break;
+      case 'ReservationReleased':
+        org.reserved_micros -= event.data.amount_micros;
+        entry = {
+          type: 'release',
+          amount_micros: event.data.amount_micros,
+          charged_micros: 0,
+          description: 'Reservation released',
+          reference: event.data.reservation_id,
+        };
+        break;
+    }
+    await orgs.upsert(org);
+    if (entry) {
+      await ctx.collection<LedgerEntryDoc>(Collections.ledger).upsert({
+        _id: `le_${stored.id}`,
+        org_id: org._id,
+        ...entry,
+        available_after_micros: org.balance_micros - org.reserved_micros,
+        created: unixSeconds(stored.created),
+        position: stored.position,
+      });
+    }
+  },
+};
+
+export const apiKeysProjection = documentProjection<ApiKeyDoc>({
+  name: 'billing-api-keys',
+  collection: Collections.apiKeys,
+  canHandle: ['ApiKeyCreated', 'ApiKeyRevoked', 'ApiKeyUsed'],
+  documentId: (event) => (event.data as { key_id: string }).key_id,
+  evolve(doc, stored) {
+    const event = stored as Stored;
+    switch (event.type) {
+      case 'ApiKeyCreated':
+        return {
+          _id: event.data.key_id,
+          org_id: event.data.org_id,
+          key_hash: event.data.key_hash,
+          name: event.data.name,
+          mode: event.data.mode,
+          prefix: event.data.prefix,
+          scopes: event.data.scopes,
+          rate_limit_per_minute: event.data.rate_limit_per_minute,
+          created: event.data.created,
+          expires_at: event.data.expires_at,
+          last_used_at: null,
+          revoked_at: null,
+          requests: 0,
+        };
+      case 'ApiKeyRevoked':
+        return doc && { ...doc, revoked_at: event.data.revoked_at };
+      case 'ApiKeyUsed':
+        return (
+          doc && {
+            ...doc,
+            requests: doc.requests + event.data.requests,
+            last_used_at: Math.max(doc.last_used_at ?? 0, event.data.last_used_at),
+          }
+        );
+      default:
+        return doc;
+    }
+  },
+});
+
+export const billingProjections = [accountsProjection, apiKeysProjection];

@@ -1,0 +1,49 @@
+import type { Scope, Tier } from '@oc/contracts';
+
+export interface OrganizationDoc {
+  _id: string;
+  name: string;
+  tier: Tier;
+  created: number;
+  /** Credited minus captured, micro-USD. */
+  balance_micros: number;
+  reserved_micros: number;
+  [key: string]: unknown;
+}
+
+export interface LedgerEntryDoc {
+  _id: string;
+  org_id: string;
+  type: 'credit' | 'reservation' | 'capture' | 'release';
+  amount_micros: number;
+  charged_micros: number;
+  available_after_micros: number;
+  description: string;
+  reference: string | null;
+  created: number;
+  position: number;
+  [key: string]: unknown;
+}
+
+export interface ApiKeyDoc {
+  _id: string;
+  org_id: string;
+  key_hash: string;
+  name: string;
+  mode: 'live' | 'test';
+  prefix: string;
+  scopes: Scope[];
+  rate_limit_per_minute: number;
+  created: number;
+  expires_at: number | null;
+  last_used_at: number | null;
+  revoked_at: number | null;
+  requests: number;
+  [key: string]: unknown;
+}
+
+export const Collections = {
+  organizations: 'billing_organizations',
+  ledger: 'billing_ledger_entries',
+  apiKeys: 'billing_api_keys',
+} as const;

@@ -1,0 +1,123 @@
+import { DomainError, toApiError } from '@oc/contracts';
+import { deciderSpec } from '@oc/eventstore/testing';
+import { describe, expect, it } from 'vitest';
+import { accountDecider, type AccountEvent } from '../src/domain/account';
+
+const spec = deciderSpec(accountDecider);
+const org_id = 'org_1';
+const created: AccountEvent = { type: 'OrganizationCreated', data: { org_id, name: 'Acme', tier: 'free', created: 1 } };
+const credited = (amount_micros: number): AccountEvent => ({
+  type: 'CreditsAdded',
+  data: { org_id, amount_micros, description: 'top-up' },
+});
+const reserved = (reservation_id: string, amount_micros: number): AccountEvent => ({
+  type: 'FundsReserved',
+  data: { org_id, reservation_id, amount_micros, description: 'video' },
+});
+
+const errorBody = (result: ReturnType<ReturnType<typeof spec.given>['when']>) => {
+  if (!('error' in result)) throw new Error(`expected an error, got ${JSON.stringify(result)}`);
+  expect(result.error).toBeInstanceOf(DomainError);
+  return toApiError(result.error).toBody();
+};
+
+describe('account decider', () => {
+  it('opens an organization once', () => {
+    expect(spec.given([]).when({ type: 'CreateOrganization', orgId: org_id, name: 'Acme', tier: 'free', now: 1 })).toEqual(
+      { events: [created] },
+    );
+    const again = spec.given([created]).when({ type: 'CreateOrganization', orgId: org_id, name: 'Acme', tier: 'free', now: 2 });
+    expect(errorBody(again).error.code).toBe('organization_exists');
+  });
+
+  it('refuses commands on an organization that does not exist', () => {
+    const result = spec.given([]).when({ type: 'AddCredits', orgId: 'org_x', amountMicros: 5, description: 'x' });
+    expect(errorBody(result)).toMatchObject({ error: { code: 'resource_not_found' } });
+  });
+
+  it('reserves funds only up to the available balance', () => {
+    const given = spec.given([created, credited(1_000_000), reserved('r1', 600_000)]);
+    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 400_000, description: 'video' })).toEqual({
+      events: [reserved('r2', 400_000)],
+    });
+    const refused = given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 400_001, description: 'v' });
+    expect(errorBody(refused)).toEqual({
+      error: {
+        type: 'insufficient_quota',
+        code: 'insufficient_quota',
+        message: 'Insufficient balance: this request requires $0.400001 but $0.40 is available.',
+      },
+    });
+  });
+
+  it('treats a repeated reservation id as the same reservation', () => {
+    expect(
+      spec.given([created, credited(1_000_000), reserved('r1', 600_000)]).when({
+        type: 'ReserveFunds',
+        orgId: org_id,
+        reservationId: 'r1',
+        amountMicros: 600_000,
+        description: 'video',
+      }),
+    ).toEqual({ events: [] });
+  });
+
+  it('captures part of a reservation and gives the rest back', () => {
+    expect(
+      spec.given([created, credited(1_000_000), reserved('r1', 600_000)]).when({
+        type: 'CaptureReservation',
+        orgId: org_id,
+        reservationId: 'r1',
+        amountMicros: 250_000,
+      }),
+    ).toEqual({
+      events: [
+        { type: 'ReservationCaptured', data: { org_id, reservation_id: 'r1', amount_micros: 250_000, released_micros: 350_000 } },
+      ],
+    });
+  });
+
+  it('never captures more than was reserved', () => {
+    const result = spec
+      .given([created, credited(1_000_000), reserved('r1', 600_000)])
+      .when({ type: 'CaptureReservation', orgId: org_id, reservationId: 'r1', amountMicros: 600_001 });
+    expect(errorBody(result).error.code).toBe('capture_exceeds_reservation');
+  });
+
+  it('settles a reservation once: a repeated capture or release changes nothing', () => {
+    const captured: AccountEvent = {
+      type: 'ReservationCaptured',
+      data: { org_id, reservation_id: 'r1', amount_micros: 600_000, released_micros: 0 },
+    };
+    const given = spec.given([created, credited(1_000_000), reserved('r1', 600_000), captured]);
+    expect(given.when({ type: 'CaptureReservation', orgId: org_id, reservationId: 'r1', amountMicros: 600_000 })).toEqual({ events: [] });
+    expect(given.when({ type: 'ReleaseReservation', orgId: org_id, reservationId: 'r1' })).toEqual({ events: [] });
+    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r1', amountMicros: 1, description: 'v' })).toEqual({
+      events: [],
+    });
+  });
+
+  it('releases the whole reservation back to the available balance', () => {
+    const given = spec.given([
+      created,
+      credited(1_000_000),
+      reserved('r1', 1_000_000),
+      { type: 'ReservationReleased', data: { org_id, reservation_id: 'r1', amount_micros: 1_000_000 } },
+    ]);
+    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 1_000_000, description: 'v' })).toMatchObject({
+      events: [{ type: 'FundsReserved' }],
+    });
+  });
+
+  it('refuses to settle an unknown reservation', () => {
+    const result = spec.given([created]).when({ type: 'ReleaseReservation', orgId: org_id, reservationId: 'nope' });
+    expect(errorBody(result).error.code).toBe('resource_not_found');
+  });
+
+  it('changes tier only when it differs', () => {
+    expect(spec.given([created]).when({ type: 'ChangeTier', orgId: org_id, tier: 'free' })).toEqual({ events: [] });
+    expect(spec.given([created]).when({ type: 'ChangeTier', orgId: org_id, tier: 'premium' })).toEqual({
+      events: [{ type: 'TierChanged', data: { org_id, tier: 'premium' } }],
+    });
+  });
+});

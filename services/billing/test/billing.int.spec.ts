@@ -1,0 +1,121 @@
+import 'reflect-metadata';
+import { ManualClock, randomIds, Subjects, type Reply } from '@oc/contracts';
+import { openSqliteStores } from '@oc/eventstore';
+import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient, type ServiceClient } from '@oc/messaging';
+import { MemoryReadModelStore } from '@oc/readmodel';
+import { createLogger } from '@oc/telemetry';
+import { NestFactory } from '@nestjs/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createBilling } from '../src/app';
+
+/** The billing service alone, answering on the in-process transport, as other services reach it. */
+async function startBilling() {
+  const stores = openSqliteStores({ filename: ':memory:' });
+  const broker = new InProcessBroker();
+  const client = new InProcessServiceClient(broker);
+  const billing = await createBilling({
+    eventStore: stores.store,
+    readModels: new MemoryReadModelStore(),
+    client,
+    clock: new ManualClock(Date.UTC(2026, 10, 22)),
+    ids: randomIds,
+    logger: createLogger({ service: 'billing-test', level: 'silent' }),
+  });
+  const app = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });
+  await app.listen();
+  return {
+    client,
+    async close() {
+      await app.close();
+      await billing.close();
+      await stores.close();
+    },
+  };
+}
+
+describe('billing: reservations against the prepaid balance', () => {
+  let billing: Awaited<ReturnType<typeof startBilling>>;
+  let bus: ServiceClient;
+  beforeAll(async () => {
+    billing = await startBilling();
+    bus = billing.client;
+  });
+  afterAll(() => billing.close());
+
+  async function orgWithCredit(micros: number) {
+    const org = await bus.request<{ id: string }>(Subjects.billing.createOrganization, { name: 'Acme', tier: 'standard' });
+    if (!org.ok) throw new Error('org');
+    await bus.request(Subjects.billing.addCredits, { org_id: org.data.id, amount_micros: micros, description: 'Top-up' });
+    return org.data.id;
+  }
+
+  const balance = async (org_id: string) => {
+    const reply = await bus.request<{ available: number; reserved: number }>(Subjects.billing.getBalance, { org_id });
+    if (!reply.ok) throw new Error('balance');
+    return reply.data;
+  };
+
+  it('lets exactly the affordable number of 200 concurrent reservations through, and refuses the rest with 402', async () => {
+    const org_id = await orgWithCredit(1_000_000);
+    const replies: Reply<unknown>[] = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        bus.request(Subjects.billing.reserveFunds, {
+          org_id,
+          reservation_id: `res_${i}`,
+          amount_micros: 30_000,
+          description: 'video',
+        }),
+      ),
+    );
+    const accepted = replies.filter((r) => r.ok);
+    const refused = replies.filter((r) => !r.ok);
+    expect(accepted).toHaveLength(33);
+    expect(refused).toHaveLength(167);
+    for (const r of refused) {
+      if (r.ok) continue;
+      expect(r.error).toMatchObject({ status: 402, type: 'insufficient_quota', code: 'insufficient_quota' });
+      expect(r.error.message).toMatch(/requires \$0\.03 but \$0\.01 is available/);
+    }
+    expect(await balance(org_id)).toMatchObject({ available: 0.01, reserved: 0.99 });
+  });
+
+  it('captures usage, returns the unused part, and refunds released reservations', async () => {
+    const org_id = await orgWithCredit(1_000_000);
+    await bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'a', amount_micros: 400_000, description: 'chat' });
+    await bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'b', amount_micros: 500_000, description: 'video' });
+    expect(await balance(org_id)).toMatchObject({ available: 0.1, reserved: 0.9 });
+    expect((await bus.request(Subjects.billing.captureReservation, { org_id, reservation_id: 'a', amount_micros: 123_456 })).ok).toBe(true);
+    expect((await bus.request(Subjects.billing.releaseReservation, { org_id, reservation_id: 'b' })).ok).toBe(true);
+    expect(await balance(org_id)).toMatchObject({ available: 0.876544, reserved: 0 });
+
+    // Repeats (a redelivered message, a retried call) charge and refund nothing more.
+    await bus.request(Subjects.billing.captureReservation, { org_id, reservation_id: 'a', amount_micros: 123_456 });
+    await bus.request(Subjects.billing.releaseReservation, { org_id, reservation_id: 'b' });
+    await bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'a', amount_micros: 400_000, description: 'chat' });
+    expect(await balance(org_id)).toMatchObject({ available: 0.876544, reserved: 0 });
+
+    const ledger = await bus.request<{ data: { type: string; amount: number; charged: number }[] }>(Subjects.billing.listLedger, {
+      org_id,
+      limit: 10,
+    });
+    expect(ledger.ok && ledger.data.data.map((e) => [e.type, e.amount, e.charged])).toEqual([
+      ['release', 0.5, 0],
+      ['capture', 0.276544, 0.123456],
+      ['reservation', -0.5, 0],
+      ['reservation', -0.4, 0],
+      ['credit', 1, 0],
+    ]);
+  });
+
+  it('refuses to capture more than was reserved, so usage can never overdraw', async () => {
+    const org_id = await orgWithCredit(100);
+    await bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'r', amount_micros: 100, description: 'chat' });
+    const reply = await bus.request(Subjects.billing.captureReservation, { org_id, reservation_id: 'r', amount_micros: 101 });
+    expect(reply).toMatchObject({ ok: false, error: { status: 400, code: 'capture_exceeds_reservation' } });
+  });
+
+  it('answers malformed messages with a 400 naming the field', async () => {
+    const reply = await bus.request(Subjects.billing.reserveFunds, { org_id: 'org_x', reservation_id: 'r', amount_micros: -5 });
+    expect(reply).toMatchObject({ ok: false, error: { status: 400, param: 'amount_micros' } });
+  });
+});

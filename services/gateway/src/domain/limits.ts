@@ -1,0 +1,46 @@
+import { TIER_LIMITS, type KeyPrincipal } from '@oc/contracts';
+
+const MINUTE = 60;
+const DAY = 86_400;
+
+/** One counting window: at most `points` per `durationSeconds` for `subject`. */
+export interface LimitWindow {
+  /** Also the limiter's key prefix: windows of the same name and size share counters across gateways. */
+  name: string;
+  subject: string;
+  points: number;
+  durationSeconds: number;
+}
+
+/**
+ * The request windows that apply to one authenticated request, from the spec's Limits table: the
+ * key's own per-minute limit, the tier's per-minute and per-day limits for the organization, and on
+ * chat endpoints the tier's chat per-minute limit.
+ */
+export function requestWindows(principal: KeyPrincipal, chat: boolean): LimitWindow[] {
+  const tier = TIER_LIMITS[principal.tier];
+  const windows: LimitWindow[] = [
+    { name: 'key_minute', subject: principal.key_id, points: principal.rate_limit_per_minute, durationSeconds: MINUTE },
+    { name: 'org_minute', subject: principal.org_id, points: tier.requestsPerMinute, durationSeconds: MINUTE },
+    { name: 'org_day', subject: principal.org_id, points: tier.requestsPerDay, durationSeconds: DAY },
+  ];
+  if (chat) {
+    windows.push({ name: 'chat_minute', subject: principal.org_id, points: tier.chatRequestsPerMinute, durationSeconds: MINUTE });
+  }
+  return windows;
+}
+
+/** The chat tokens-per-day window of an organization: checked before a chat call, charged after it. */
+export function chatTokenWindow(principal: KeyPrincipal): LimitWindow {
+  return {
+    name: 'chat_tokens_day',
+    subject: principal.org_id,
+    points: TIER_LIMITS[principal.tier].chatTokensPerDay,
+    durationSeconds: DAY,
+  };
+}
+
+/** Requests that fail authentication are counted per client address, so key guessing is throttled too. */
+export function anonymousWindow(address: string, pointsPerMinute: number): LimitWindow {
+  return { name: 'anonymous_minute', subject: address, points: pointsPerMinute, durationSeconds: MINUTE };
+}

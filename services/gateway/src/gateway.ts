@@ -1,0 +1,71 @@
+import type { Server } from 'node:http';
+import { type Clock, Subjects, unwrap } from '@oc/contracts';
+import type { ServiceClient } from '@oc/messaging';
+import type { Logger } from 'pino';
+import { KeyAuthenticator } from './application/authenticator';
+import { KeyUsageRecorder } from './application/key-usage';
+import type { RateLimits } from './application/rate-limits';
+import { createGatewayApp } from './transport/http';
+import { adminRoutes } from './transport/admin-routes';
+import { v1Routes } from './transport/v1-routes';
+
+export interface GatewayOptions {
+  services: ServiceClient;
+  limits: RateLimits;
+  clock: Clock;
+  logger: Logger;
+  adminToken: string;
+  version: string;
+  /** How often key usage is reported to billing. */
+  usageFlushMs?: number;
+}
+
+/** The gateway's composition: routes, key cache kept fresh by billing's broadcasts, usage reporting. */
+export async function createGateway(options: GatewayOptions) {
+  const { services, clock, logger } = options;
+  const authenticator = new KeyAuthenticator(services, clock);
+  const usage = new KeyUsageRecorder(services, clock);
+  const subscriptions = await Promise.all([
+    services.onBroadcast(Subjects.broadcast.apiKeyRevoked, (m) => authenticator.forgetKey((m as { key_hash: string }).key_hash)),
+    services.onBroadcast(Subjects.broadcast.organizationChanged, (m) =>
+      authenticator.forgetOrganization((m as { org_id: string }).org_id),
+    ),
+  ]);
+  const flushUsage = () => usage.flush().catch((err: unknown) => logger.warn({ err }, 'key usage not reported yet'));
+  const timer = setInterval(flushUsage, options.usageFlushMs ?? 10_000);
+  timer.unref();
+
+  const app = createGatewayApp({
+    services,
+    authenticator,
+    limits: options.limits,
+    usage,
+    clock,
+    logger,
+    adminToken: options.adminToken,
+    v1: v1Routes(options.version, () => clock.now()),
+    admin: adminRoutes(),
+    ready: async () => {
+      await services.ping();
+      unwrap(await services.request(Subjects.billing.ping, {}, { timeoutMs: 2_000 }));
+    },
+  });
+
+  return {
+    app,
+    authenticator,
+    usage,
+    listen(port: number, host = '0.0.0.0'): Promise<Server> {
+      return new Promise((resolve) => {
+        const server = app.listen(port, host, () => resolve(server));
+      });
+    },
+    async close() {
+      clearInterval(timer);
+      await flushUsage();
+      await Promise.all(subscriptions.map((s) => s.stop()));
+    },
+  };
+}
+
+export type Gateway = Awaited<ReturnType<typeof createGateway>>;

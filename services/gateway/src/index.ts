@@ -1,0 +1,2 @@
+export * from './gateway';
+export { RateLimits } from './application/rate-limits';

@@ -1,0 +1,98 @@
+import {
+  AddCreditsBody,
+  CreateApiKeyBody,
+  CreateOrganizationBody,
+  ListQuery,
+  parseOrThrow,
+  Subjects,
+  UpdateOrganizationBody,
+  usdToMicros,
+} from '@oc/contracts';
+import type { Route } from './routes';
+
+/** The operators' API under `/admin/v1`, authorized by ADMIN_TOKEN; API keys never pass here. */
+export function adminRoutes(): Route<'admin'>[] {
+  const org = '/admin/v1/organizations/:org_id';
+  return [
+    {
+      method: 'POST',
+      path: '/admin/v1/organizations',
+      scope: null,
+      handle: ({ services, body, headers }) =>
+        services.request(Subjects.billing.createOrganization, parseOrThrow(CreateOrganizationBody, body), { headers }),
+    },
+    {
+      method: 'GET',
+      path: '/admin/v1/organizations',
+      scope: null,
+      handle: ({ services, query, headers }) =>
+        services.request(Subjects.billing.listOrganizations, parseOrThrow(ListQuery, query), { headers }),
+    },
+    {
+      method: 'GET',
+      path: org,
+      scope: null,
+      handle: ({ services, params, headers }) => services.request(Subjects.billing.getOrganization, params, { headers }),
+    },
+    {
+      method: 'PATCH',
+      path: org,
+      scope: null,
+      handle: ({ services, params, body, headers }) =>
+        services.request(
+          Subjects.billing.updateOrganization,
+          { ...parseOrThrow(UpdateOrganizationBody, body), org_id: params.org_id },
+          { headers },
+        ),
+    },
+    {
+      method: 'POST',
+      path: `${org}/credits`,
+      scope: null,
+      handle: ({ services, params, body, headers }) => {
+        const credit = parseOrThrow(AddCreditsBody, body);
+        return services.request(
+          Subjects.billing.addCredits,
+          { org_id: params.org_id, amount_micros: usdToMicros(credit.amount), description: credit.description },
+          { headers },
+        );
+      },
+    },
+    {
+      method: 'GET',
+      path: `${org}/balance`,
+      scope: null,
+      handle: ({ services, params, headers }) => services.request(Subjects.billing.getBalance, params, { headers }),
+    },
+    {
+      method: 'GET',
+      path: `${org}/ledger`,
+      scope: null,
+      handle: ({ services, params, query, headers }) =>
+        services.request(Subjects.billing.listLedger, { ...parseOrThrow(ListQuery, query), org_id: params.org_id }, { headers }),
+    },
+    {
+      method: 'POST',
+      path: `${org}/keys`,
+      scope: null,
+      handle: ({ services, params, body, headers }) =>
+        services.request(
+          Subjects.billing.createApiKey,
+          { ...parseOrThrow(CreateApiKeyBody, body), org_id: params.org_id },
+          { headers },
+        ),
+    },
+    {
+      method: 'GET',
+      path: `${org}/keys`,
+      scope: null,
+      handle: ({ services, params, headers }) => services.request(Subjects.billing.listApiKeys, params, { headers }),
+    },
+    {
+      method: 'DELETE',
+      path: `${org}/keys/:key_id`,
+      scope: null,
+      handle: ({ services, params, headers }) => services.request(Subjects.billing.revokeApiKey, params, { headers }),
+    },
+  ];
+}

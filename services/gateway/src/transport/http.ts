@@ -1,0 +1,235 @@
+import { timingSafeEqual, createHash } from 'node:crypto';
+import {
+  ApiError,
+  type Clock,
+  invalidRequest,
+  insufficientScope,
+  type KeyPrincipal,
+  notFound,
+  rateLimited,
+  type Reply,
+  toApiError,
+} from '@oc/contracts';
+import type { ServiceClient } from '@oc/messaging';
+import { injectTraceHeaders } from '@oc/telemetry';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Logger } from 'pino';
+import type { KeyAuthenticator } from '../application/authenticator';
+import type { KeyUsageRecorder } from '../application/key-usage';
+import type { RateLimits, RateLimitState } from '../application/rate-limits';
+import { anonymousWindow, requestWindows } from '../domain/limits';
+import { compile, match, type Route, type RouteContext } from './routes';
+
+/** Bodies over this size are refused with 413 before they are read further. */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+export interface GatewayDeps {
+  services: ServiceClient;
+  authenticator: KeyAuthenticator;
+  limits: RateLimits;
+  usage: KeyUsageRecorder;
+  clock: Clock;
+  logger: Logger;
+  adminToken: string;
+  v1: Route[];
+  admin: Route<'admin'>[];
+  /** Per client address, for requests that fail authentication. */
+  anonymousPerMinute?: number;
+  /** Extra readiness checks beyond the transport (e.g. each service's own ping). */
+  ready: () => Promise<void>;
+}
+
+const jsonParser = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
+
+export function createGatewayApp(deps: GatewayDeps) {
+  const v1 = compile(deps.v1);
+  const admin = compile(deps.admin);
+  const adminHash = createHash('sha256').update(deps.adminToken).digest();
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+  app.set('query parser', 'simple');
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+
+  app.get('/readyz', async (_req, res) => {
+    try {
+      await deps.ready();
+      res.json({ status: 'ready' });
+    } catch (error) {
+      deps.logger.debug({ err: error }, 'not ready');
+      res.status(503).json(serviceUnavailableBody());
+    }
+  });
+
+  app.use('/v1', async (req, res) => {
+    const path = `/v1${req.path}`;
+    let principal: KeyPrincipal;
+    try {
+      principal = await deps.authenticator.authenticate(req.headers.authorization);
+    } catch (error) {
+      const outcome = await deps.limits.consume([anonymousWindow(req.socket.remoteAddress ?? 'unknown', deps.anonymousPerMinute ?? 60)]);
+      setRateLimitHeaders(res, outcome.headers);
+      if (!outcome.allowed) return sendError(res, rateLimited(outcome.retryAfterSeconds, 'unauthenticated requests from this address'));
+      return sendError(res, error, deps.logger);
+    }
+
+    const found = match(v1, req.method, path);
+    const chat = found.kind === 'found' && found.route.chat === true;
+    const outcome = await deps.limits.consume(requestWindows(principal, chat));
+    setRateLimitHeaders(res, outcome.headers);
+    if (!outcome.allowed) return sendError(res, rateLimited(outcome.retryAfterSeconds, outcome.window.replace('_', ' per ')));
+    deps.usage.record(principal.key_id);
+
+    if (found.kind === 'not_found') return sendError(res, unknownUrl(req.method, path));
+    if (found.kind === 'method_not_allowed') return sendError(res, methodNotAllowed(res, req.method, path, found.allow));
+    if (found.route.scope && !principal.scopes.includes(found.route.scope)) {
+      return sendError(res, insufficientScope(found.route.scope));
+    }
+    await run(found.route, found.params, principal, req, res, deps);
+  });
+
+  app.use('/admin/v1', async (req, res) => {
+    const path = `/admin/v1${req.path}`;
+    const token = /^Bearer +(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    const presented = createHash('sha256').update(token ?? '').digest();
+    if (!token || !timingSafeEqual(presented, adminHash)) {
+      return sendError(
+        res,
+        new ApiError({ status: 401, type: 'authentication_error', code: 'invalid_admin_token', message: 'Invalid admin token.' }),
+      );
+    }
+    const found = match(admin, req.method, path);
+    if (found.kind === 'not_found') return sendError(res, unknownUrl(req.method, path));
+    if (found.kind === 'method_not_allowed') return sendError(res, methodNotAllowed(res, req.method, path, found.allow));
+    await run(found.route, found.params, 'admin', req, res, deps);
+  });
+
+  app.use((req: Request, res: Response) => sendError(res, unknownUrl(req.method, req.path)));
+
+  // Express's last resort: anything thrown outside a route still gets the spec's body, never a stack.
+  app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    sendError(res, error, deps.logger);
+  });
+
+  return app;
+}
+
+async function run<P>(
+  route: Route<P>,
+  params: Record<string, string>,
+  principal: P,
+  req: Request,
+  res: Response,
+  deps: GatewayDeps,
+) {
+  try {
+    const body = route.method === 'GET' || route.method === 'DELETE' ? {} : await readJsonBody(req, res);
+    const ctx: RouteContext<P> = {
+      req,
+      res,
+      principal,
+      params,
+      query: req.query as Record<string, unknown>,
+      body,
+      services: deps.services,
+      headers: injectTraceHeaders(),
+    };
+    const reply = await route.handle(ctx);
+    if (reply) sendReply(res, reply);
+  } catch (error) {
+    if (res.headersSent) {
+      deps.logger.error({ err: error }, 'failed after the response started');
+      res.end();
+      return;
+    }
+    sendError(res, error, deps.logger);
+  }
+}
+
+async function readJsonBody(req: Request, res: Response): Promise<unknown> {
+  const length = Number(req.headers['content-length'] ?? 0);
+  const chunked = req.headers['transfer-encoding'] !== undefined;
+  if (length === 0 && !chunked) return {};
+  if (!req.is('application/json')) {
+    throw new ApiError({
+      status: 415,
+      type: 'invalid_request_error',
+      code: 'unsupported_content_type',
+      message: `Unsupported Content-Type '${req.headers['content-type'] ?? ''}': send the body as application/json.`,
+    });
+  }
+  await new Promise<void>((resolve, reject) => jsonParser(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
+  return req.body ?? {};
+}
+
+/** body-parser's errors carry a `type` and a status; map each to the spec's error body. */
+function bodyParserError(error: unknown): ApiError | undefined {
+  const e = error as { type?: string; status?: number };
+  switch (e?.type) {
+    case 'entity.parse.failed':
+      return invalidRequest('invalid_json', 'We could not parse the JSON body of your request.');
+    case 'entity.too.large':
+      return new ApiError({
+        status: 413,
+        type: 'invalid_request_error',
+        code: 'request_too_large',
+        message: `The request body exceeds the ${MAX_BODY_BYTES} byte limit.`,
+      });
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return new ApiError({
+        status: 415,
+        type: 'invalid_request_error',
+        code: 'unsupported_content_type',
+        message: 'Unsupported body encoding or charset: send UTF-8 JSON.',
+      });
+    case 'request.aborted':
+    case 'request.size.invalid':
+    case 'stream.encoding.set':
+      return invalidRequest('invalid_body', 'The request body could not be read.');
+    default:
+      return undefined;
+  }
+}
+
+function sendReply(res: Response, reply: Reply<unknown>) {
+  if (reply.ok) {
+    res.status(200).json(reply.data);
+    return;
+  }
+  sendError(res, new ApiError(reply.error));
+}
+
+/** The one exit for failures: body-parser errors, API errors, and anything unexpected (logged, never shown). */
+function sendError(res: Response, raw: unknown, logger?: Logger) {
+  const error = bodyParserError(raw) ?? toApiError(raw);
+  if (error.status >= 500 && !(raw instanceof ApiError)) logger?.error({ err: raw }, 'unexpected error');
+  if (error.retryAfter !== undefined) res.setHeader('Retry-After', String(error.retryAfter));
+  res.status(error.status).json(error.toBody());
+}
+
+function setRateLimitHeaders(res: Response, state: RateLimitState) {
+  res.setHeader('X-RateLimit-Limit', String(state.limit));
+  res.setHeader('X-RateLimit-Remaining', String(state.remaining));
+  res.setHeader('X-RateLimit-Reset', String(state.reset));
+}
+
+const unknownUrl = (method: string, path: string) =>
+  notFound('unknown_url', `Unrecognized request URL (${method}: ${path}).`);
+
+function methodNotAllowed(res: Response, method: string, path: string, allow: string[]) {
+  res.setHeader('Allow', allow.join(', '));
+  return new ApiError({
+    status: 405,
+    type: 'invalid_request_error',
+    code: 'method_not_allowed',
+    message: `Method ${method} is not allowed on ${path}; allowed: ${allow.join(', ')}.`,
+  });
+}
+
+const serviceUnavailableBody = () => ({
+  error: { type: 'service_unavailable_error', message: 'Not ready.', code: 'service_unavailable' },
+});

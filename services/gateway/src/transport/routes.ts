@@ -1,0 +1,69 @@
+import type { KeyPrincipal, Reply, Scope } from '@oc/contracts';
+import type { ServiceClient } from '@oc/messaging';
+import type { Request, Response } from 'express';
+
+export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
+
+export interface RouteContext<P = KeyPrincipal> {
+  req: Request;
+  res: Response;
+  principal: P;
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  /** The parsed JSON body; `{}` when the request had none. */
+  body: unknown;
+  services: ServiceClient;
+  /** Propagated to services (trace context). */
+  headers: Record<string, string>;
+}
+
+export interface Route<P = KeyPrincipal> {
+  method: Method;
+  /** Express-style path with `:params`. */
+  path: string;
+  /** Scope the key needs; null where any valid key of the organization may call (health, balance). */
+  scope: Scope | null;
+  /** Counts against the tier's chat limits. */
+  chat?: boolean;
+  handle(ctx: RouteContext<P>): Promise<Reply<unknown> | void>;
+}
+
+export interface CompiledRoute<P> {
+  route: Route<P>;
+  pattern: RegExp;
+  names: string[];
+}
+
+export function compile<P>(routes: Route<P>[]): CompiledRoute<P>[] {
+  return routes.map((route) => {
+    const names: string[] = [];
+    const source = route.path.replace(/:([a-z_]+)/g, (_, name: string) => {
+      names.push(name);
+      return '([^/]+)';
+    });
+    return { route, pattern: new RegExp(`^${source}/?$`), names };
+  });
+}
+
+export type Match<P> =
+  | { kind: 'found'; route: Route<P>; params: Record<string, string> }
+  | { kind: 'method_not_allowed'; allow: Method[] }
+  | { kind: 'not_found' };
+
+export function match<P>(routes: CompiledRoute<P>[], method: string, path: string): Match<P> {
+  const allow: Method[] = [];
+  for (const { route, pattern, names } of routes) {
+    const m = pattern.exec(path);
+    if (!m) continue;
+    if (route.method !== method) {
+      allow.push(route.method);
+      continue;
+    }
+    const params: Record<string, string> = {};
+    names.forEach((name, i) => {
+      params[name] = decodeURIComponent(m[i + 1]!);
+    });
+    return { kind: 'found', route, params };
+  }
+  return allow.length > 0 ? { kind: 'method_not_allowed', allow } : { kind: 'not_found' };
+}

@@ -1,0 +1,21 @@
+import { Subjects } from '@oc/contracts';
+import type { Route } from './routes';
+
+/** The public `/v1` surface this release serves; each service adds its routes here. */
+export function v1Routes(version: string, now: () => number): Route[] {
+  return [
+    {
+      method: 'GET',
+      path: '/v1/health',
+      scope: null,
+      handle: async () => ({ ok: true, data: { status: 'ok', version, timestamp: new Date(now()).toISOString() } }),
+    },
+    {
+      method: 'GET',
+      path: '/v1/account/balance',
+      scope: null,
+      handle: ({ services, principal, headers }) =>
+        services.request(Subjects.billing.getBalance, { org_id: principal.org_id }, { headers }),
+    },
+  ];
+}

@@ -1,0 +1,34 @@
+import { startTelemetry } from '@oc/telemetry';
+import { loadStandaloneConfig } from './config';
+import { startStandalone } from './standalone';
+import { version } from './version';
+
+const config = loadStandaloneConfig();
+const telemetry = startTelemetry({ serviceName: 'oc-standalone', version });
+const app = await startStandalone({ config, demo: true });
+
+const lines = [
+  `OC API ${version} listening on ${app.url} (embedded mode; data in ${config.DATA_DIR})`,
+  app.adminTokenGenerated
+    ? `Admin token (generated, kept in ${app.adminTokenFile}): ${app.adminToken}`
+    : app.adminTokenFile
+      ? `Admin token: in ${app.adminTokenFile}`
+      : 'Admin token: from ADMIN_TOKEN',
+];
+if (app.demo) {
+  lines.push(
+    `Demo organization ${app.demo.organization.id} with $10.00 of credit, and an API key with every scope (shown only now):`,
+    `  ${app.demo.key}`,
+    `Try it:`,
+    `  curl -s ${app.url}/v1/account/balance -H "Authorization: Bearer ${app.demo.key}"`,
+  );
+}
+process.stdout.write(`${lines.join('\n')}\n`);
+
+const shutdown = async () => {
+  await app.close();
+  await telemetry.shutdown();
+  process.exit(0);
+};
+process.once('SIGINT', shutdown);
+process.once('SIGTERM', shutdown);

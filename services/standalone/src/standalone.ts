@@ -1,0 +1,115 @@
+import 'reflect-metadata';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createBilling } from '@oc/billing';
+import { type Clock, type IdSource, randomIds, systemClock, unwrap, Subjects, SCOPES, type CreatedApiKey, type Organization } from '@oc/contracts';
+import { openSqliteStores } from '@oc/eventstore';
+import { createGateway, RateLimits } from '@oc/gateway';
+import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
+import { MemoryReadModelStore } from '@oc/readmodel';
+import { createLogger, type Logger } from '@oc/telemetry';
+import { NestFactory } from '@nestjs/core';
+import { Redis } from 'ioredis';
+import type { AddressInfo } from 'node:net';
+import { resolveAdminToken } from './admin-token';
+import type { StandaloneConfig } from './config';
+import { version } from './version';
+
+export interface StandaloneOptions {
+  config: StandaloneConfig;
+  clock?: Clock;
+  ids?: IdSource;
+  logger?: Logger;
+  /** Create the demo organization and key when the event store is empty (a first start). */
+  demo?: boolean;
+}
+
+/**
+ * Every service in one process over the in-process transport, with the embedded adapters: SQLite
+ * event store under DATA_DIR, in-memory read models rebuilt from it at start.
+ */
+export async function startStandalone(options: StandaloneOptions) {
+  const { config } = options;
+  const clock = options.clock ?? systemClock;
+  const ids = options.ids ?? randomIds;
+  const logger = options.logger ?? createLogger({ service: 'standalone', level: config.LOG_LEVEL });
+  await mkdir(config.DATA_DIR, { recursive: true });
+  const admin = await resolveAdminToken(config.DATA_DIR, config.ADMIN_TOKEN);
+
+  const stores = openSqliteStores({ filename: join(config.DATA_DIR, 'events.sqlite'), clock });
+  const broker = new InProcessBroker();
+  const client = new InProcessServiceClient(broker);
+
+  const billing = await createBilling({
+    eventStore: stores.store,
+    readModels: new MemoryReadModelStore(),
+    client,
+    clock,
+    ids,
+    logger: logger.child({ service: 'billing' }),
+  });
+  const billingApp = await NestFactory.createMicroservice(billing.module, {
+    strategy: new InProcessServerStrategy(broker),
+    logger: false,
+  });
+  await billingApp.listen();
+
+  const redis = config.REDIS_URL ? new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
+  const gateway = await createGateway({
+    services: client,
+    limits: redis ? RateLimits.redis(redis) : RateLimits.inMemory(),
+    clock,
+    logger: logger.child({ service: 'gateway' }),
+    adminToken: admin.token,
+    version,
+    usageFlushMs: config.KEY_USAGE_FLUSH_MS,
+  });
+  const server = await gateway.listen(config.PORT, config.HOST);
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://127.0.0.1:${port}`;
+
+  const demo = options.demo ? await createDemoOnFirstStart(client) : undefined;
+
+  return {
+    url,
+    adminToken: admin.token,
+    adminTokenGenerated: admin.generated,
+    adminTokenFile: admin.file,
+    demo,
+    gateway,
+    services: client,
+    async close() {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await gateway.close();
+      await billingApp.close();
+      await billing.close();
+      await stores.close();
+      redis?.disconnect();
+    },
+  };
+}
+
+export type Standalone = Awaited<ReturnType<typeof startStandalone>>;
+
+async function createDemoOnFirstStart(client: InProcessServiceClient) {
+  const existing = unwrap(await client.request<{ data: Organization[] }>(Subjects.billing.listOrganizations, { limit: 1 }));
+  if (existing.data.length > 0) return undefined;
+  const org = unwrap(await client.request<Organization>(Subjects.billing.createOrganization, { name: 'Demo', tier: 'standard' }));
+  unwrap(
+    await client.request(Subjects.billing.addCredits, {
+      org_id: org.id,
+      amount_micros: 10_000_000,
+      description: 'Demo credit',
+    }),
+  );
+  const key = unwrap(
+    await client.request<CreatedApiKey>(Subjects.billing.createApiKey, {
+      org_id: org.id,
+      name: 'Demo key',
+      scopes: [...SCOPES],
+      mode: 'live',
+    }),
+  );
+  return { organization: org, key: key.key };
+}

@@ -1,0 +1,117 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { ManualClock } from '@oc/contracts';
+import { vi } from 'vitest';
+import { loadStandaloneConfig } from '../src/config';
+import { type Standalone, startStandalone } from '../src/standalone';
+
+const ROOT = resolve(import.meta.dirname, '../../..');
+export const ADMIN_TOKEN = 'test-admin-token-0123456789';
+
+/** A running service as a client sees it: a base URL and an admin token. */
+export interface RunningService {
+  mode: 'embedded' | 'distributed';
+  url: string;
+  adminToken: string;
+  /** Present only in embedded mode, where the test owns the clock. */
+  clock?: ManualClock;
+  /** Stops every process and starts them again on the same data. */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export type Starter = (env?: Record<string, string>) => Promise<RunningService>;
+
+export const embedded: Starter = async (env = {}) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'oc-embedded-'));
+  const clock = new ManualClock(Date.now());
+  const config = loadStandaloneConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_TOKEN, LOG_LEVEL: 'silent', KEY_USAGE_FLUSH_MS: '100', ...env });
+  let app: Standalone = await startStandalone({ config, clock });
+  const service: RunningService = {
+    mode: 'embedded',
+    url: app.url,
+    adminToken: ADMIN_TOKEN,
+    clock,
+    async restart() {
+      await app.close();
+      app = await startStandalone({ config: { ...config, PORT: Number(new URL(service.url).port) }, clock });
+    },
+    async stop() {
+      await app.close();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+  return service;
+};
+
+const natsUrl = () => process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+
+function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolvePort(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+function spawnService(entry: string, env: Record<string, string>): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, entry)], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  return child;
+}
+
+async function stopProcess(child: ChildProcess) {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+/**
+ * Gateway and billing as separate processes over the real NATS server, each with its own data. Services
+ * share NATS subjects, so e2e files run one at a time (see vitest.config.ts).
+ */
+export const distributed: Starter = async (env = {}) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'oc-distributed-'));
+  const port = await freePort();
+  const common = { NATS_URL: natsUrl(), KEY_USAGE_FLUSH_MS: '100', ...env };
+  let children: ChildProcess[] = [];
+  const start = async () => {
+    children = [
+      spawnService('services/billing/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'billing') }),
+      spawnService('services/gateway/src/main.ts', { ...common, PORT: String(port), HOST: '127.0.0.1', ADMIN_TOKEN }),
+    ];
+    const url = `http://127.0.0.1:${port}`;
+    await vi.waitFor(
+      async () => {
+        for (const c of children) if (c.exitCode !== null) throw new Error(`a service exited with ${c.exitCode}`);
+        const res = await fetch(`${url}/readyz`);
+        if (res.status !== 200) throw new Error(`not ready: ${res.status}`);
+      },
+      { timeout: 30_000, interval: 100 },
+    );
+  };
+  await start();
+  return {
+    mode: 'distributed',
+    url: `http://127.0.0.1:${port}`,
+    adminToken: ADMIN_TOKEN,
+    async restart() {
+      await Promise.all(children.map(stopProcess));
+      await start();
+    },
+    async stop() {
+      await Promise.all(children.map(stopProcess));
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+};
