@@ -8,3 +8,4 @@ export * from './subjects';
 export * from './reply';
 export * from './runtime';
 export * from './validation';
+export * from './video-events';

@@ -135,6 +135,7 @@ async function run<P>(
       query: req.query as Record<string, unknown>,
       body,
       services: deps.services,
+      limits: deps.limits,
       headers: injectTraceHeaders(),
     };
     const reply = await route.handle(ctx);

@@ -1,6 +1,7 @@
 import type { KeyPrincipal, Reply, Scope } from '@oc/contracts';
 import type { ServiceClient } from '@oc/messaging';
 import type { Request, Response } from 'express';
+import type { RateLimits } from '../application/rate-limits';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
@@ -13,6 +14,8 @@ export interface RouteContext<P = KeyPrincipal> {
   /** The parsed JSON body; `{}` when the request had none. */
   body: unknown;
   services: ServiceClient;
+  /** For windows only known during the call, e.g. chat tokens per day (`chatTokenWindow`). */
+  limits: RateLimits;
   /** Propagated to services (trace context). */
   headers: Record<string, string>;
 }

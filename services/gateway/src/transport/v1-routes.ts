@@ -1,7 +1,7 @@
 import { Subjects } from '@oc/contracts';
 import type { Route } from './routes';
 
-/** The public `/v1` surface this release serves; each service adds its routes here. */
+/** The public `/v1` surface: health and account here; each service's routes come from its own file. */
 export function v1Routes(version: string, now: () => number): Route[] {
   return [
     {
