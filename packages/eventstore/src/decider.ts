@@ -80,7 +80,7 @@ export class CommandHandler {
         }));
         try {
           const appended = await this.store.appendToStream(streamName, toAppend, { expectedRevision: revision });
-          const next = events.reduce(decider.evolve, state);
+          const next = events.reduce((s, e) => decider.evolve(s, e), state);
           return { state: next, events, appended };
         } catch (error) {
           if (!(error instanceof WrongExpectedRevisionError) || attempt >= maxAttempts) throw error;

@@ -1,2 +1,4 @@
 export * from './port';
 export * from './decider';
+export * from './sqlite';
+export * from './kurrentdb';

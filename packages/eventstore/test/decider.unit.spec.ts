@@ -1,0 +1,206 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { aggregateStream, CommandHandler, KeyedMutex, type Decider } from '../src/decider';
+import { WrongExpectedRevisionError, type EventStore } from '../src/port';
+import { SqliteEventStore } from '../src/sqlite';
+
+type CounterCommand = { type: 'Increment'; max: number } | { type: 'SetTo'; value: number };
+type CounterEvent = { type: 'Incremented'; data: { by: number } } | { type: 'Set'; data: { value: number } };
+type CounterState = { value: number };
+
+class LimitReached extends Error {}
+
+const counter: Decider<CounterState, CounterCommand, CounterEvent> = {
+  initialState: () => ({ value: 0 }),
+  decide(command, state) {
+    switch (command.type) {
+      case 'Increment':
+        if (state.value >= command.max) throw new LimitReached();
+        return [{ type: 'Incremented', data: { by: 1 } }];
+      case 'SetTo':
+        return state.value === command.value ? [] : [{ type: 'Set', data: { value: command.value } }];
+      default: {
+        const unknown: never = command;
+        throw new Error(`Unknown command ${JSON.stringify(unknown)}`);
+      }
+    }
+  },
+  evolve(state, event) {
+    switch (event.type) {
+      case 'Incremented':
+        return { value: state.value + event.data.by };
+      case 'Set':
+        return { value: event.data.value };
+    }
+  },
+};
+
+const dir = mkdtempSync(join(tmpdir(), 'oc-decider-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('CommandHandler', () => {
+  let store: SqliteEventStore;
+  beforeEach(() => {
+    store = new SqliteEventStore({ filename: ':memory:' });
+  });
+  afterEach(() => store.close());
+
+  it('runs concurrent commands on one stream one at a time, so a limit holds exactly', async () => {
+    const handler = new CommandHandler(store);
+
+    const results = await Promise.allSettled(
+      Array.from({ length: 50 }, () => handler.handle('counter-1', counter, { type: 'Increment', max: 30 })),
+    );
+
+    const succeeded = results.filter((r) => r.status === 'fulfilled');
+    const failed = results.filter((r) => r.status === 'rejected');
+    expect(succeeded).toHaveLength(30);
+    expect(failed).toHaveLength(20);
+    for (const r of failed) expect(r.reason).toBeInstanceOf(LimitReached);
+    expect(await store.readStream('counter-1')).toHaveLength(30);
+    expect((await aggregateStream(store, 'counter-1', counter)).state).toEqual({ value: 30 });
+  });
+
+  it('returns the new state and where the events were appended', async () => {
+    const handler = new CommandHandler(store);
+    await handler.handle('counter-1', counter, { type: 'Increment', max: 10 });
+
+    const result = await handler.handle('counter-1', counter, { type: 'Increment', max: 10 });
+
+    const [, last] = await store.readStream('counter-1');
+    expect(result).toEqual({
+      state: { value: 2 },
+      events: [{ type: 'Incremented', data: { by: 1 } }],
+      appended: { nextExpectedRevision: 1, position: last!.position },
+    });
+  });
+
+  it('appends nothing when the decision is empty (an idempotent repeat)', async () => {
+    const handler = new CommandHandler(store);
+    await handler.handle('counter-1', counter, { type: 'SetTo', value: 3 });
+
+    const repeat = await handler.handle('counter-1', counter, { type: 'SetTo', value: 3 });
+
+    expect(repeat).toEqual({ state: { value: 3 }, events: [] });
+    expect(await store.readStream('counter-1')).toHaveLength(1);
+  });
+
+  it('stamps the given event ids and metadata on appended events', async () => {
+    const handler = new CommandHandler(store, { newEventId: () => 'event-1' });
+    const metadata = { correlationId: 'corr-1', causationId: 'cmd-1' };
+
+    await handler.handle('counter-1', counter, { type: 'Increment', max: 1 }, metadata);
+
+    expect(await store.readStream('counter-1')).toMatchObject([{ id: 'event-1', metadata }]);
+  });
+});
+
+describe('CommandHandler against another process on the same file', () => {
+  let mine: SqliteEventStore;
+  let theirs: SqliteEventStore;
+  beforeEach(() => {
+    const filename = join(dir, `${randomUUID()}.db`);
+    mine = new SqliteEventStore({ filename });
+    theirs = new SqliteEventStore({ filename });
+  });
+  afterEach(async () => {
+    await mine.close();
+    await theirs.close();
+  });
+
+  /** `mine`, except that the other process appends right after each of the first `times` reads. */
+  function racedBy(times: number) {
+    let reads = 0;
+    const store = new Proxy(mine, {
+      get(target, property) {
+        if (property !== 'readStream') return Reflect.get(target, property, target);
+        const readStream: EventStore['readStream'] = async (streamName, options) => {
+          const events = await target.readStream(streamName, options);
+          reads += 1;
+          if (reads <= times) {
+            await theirs.appendToStream(streamName, [{ type: 'Incremented', data: { by: 10 } }], {
+              expectedRevision: events.at(-1)?.revision ?? 'no_stream',
+            });
+          }
+          return events;
+        };
+        return readStream;
+      },
+    });
+    return { store, reads: () => reads };
+  }
+
+  it('retries a conflict and succeeds on the fresh state', async () => {
+    const raced = racedBy(1);
+    const handler = new CommandHandler(raced.store);
+
+    const result = await handler.handle('counter-1', counter, { type: 'Increment', max: 100 });
+
+    expect(raced.reads()).toBe(2);
+    expect(result.state).toEqual({ value: 11 });
+    expect((await mine.readStream('counter-1')).map((e) => e.data)).toEqual([{ by: 10 }, { by: 1 }]);
+  });
+
+  it('gives up with the conflict after maxAttempts', async () => {
+    const raced = racedBy(Infinity);
+    const handler = new CommandHandler(raced.store, { maxAttempts: 3 });
+
+    await expect(handler.handle('counter-1', counter, { type: 'Increment', max: 100 })).rejects.toBeInstanceOf(
+      WrongExpectedRevisionError,
+    );
+    expect(raced.reads()).toBe(3);
+  });
+
+  it('does not retry other errors', async () => {
+    const raced = racedBy(0);
+    const handler = new CommandHandler(raced.store);
+
+    await expect(handler.handle('counter-1', counter, { type: 'Increment', max: 0 })).rejects.toBeInstanceOf(LimitReached);
+    expect(raced.reads()).toBe(1);
+  });
+});
+
+describe('aggregateStream', () => {
+  it('folds a stream into state and reports its revision, or no_stream when missing', async () => {
+    const store = new SqliteEventStore({ filename: ':memory:' });
+    expect(await aggregateStream(store, 'counter-1', counter)).toEqual({ state: { value: 0 }, revision: 'no_stream' });
+
+    await store.appendToStream(
+      'counter-1',
+      [
+        { type: 'Set', data: { value: 5 } },
+        { type: 'Incremented', data: { by: 2 } },
+      ],
+      { expectedRevision: 'no_stream' },
+    );
+    expect(await aggregateStream(store, 'counter-1', counter)).toEqual({ state: { value: 7 }, revision: 1 });
+    await store.close();
+  });
+});
+
+describe('KeyedMutex', () => {
+  it('runs work for one key in order, other keys alongside, and carries on after a failure', async () => {
+    const mutex = new KeyedMutex();
+    const log: string[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+
+    const first = mutex.run('a', async () => {
+      log.push('a1 start');
+      await released;
+      log.push('a1 end');
+      throw new Error('a1 failed');
+    });
+    const second = mutex.run('a', async () => void log.push('a2'));
+    await mutex.run('b', async () => void log.push('b1'));
+    expect(log).toEqual(['a1 start', 'b1']);
+
+    release();
+    await expect(first).rejects.toThrow('a1 failed');
+    await second;
+    expect(log).toEqual(['a1 start', 'b1', 'a1 end', 'a2']);
+  });
+});

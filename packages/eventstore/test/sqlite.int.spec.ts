@@ -1,0 +1,144 @@
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '@oc/contracts';
+import { WrongExpectedRevisionError, type StoredEvent } from '../src/port';
+import { openSqliteStores, SqliteEventStore } from '../src/sqlite';
+import { eventStoreContract } from './contract';
+
+const dir = mkdtempSync(join(tmpdir(), 'oc-eventstore-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const newFile = () => join(dir, `${randomUUID()}.db`);
+const racer = fileURLToPath(new URL('./fixtures/append-racer.ts', import.meta.url));
+
+eventStoreContract('sqlite :memory:', async () => openSqliteStores(':memory:'));
+eventStoreContract('sqlite file', async () => openSqliteStores(newFile()));
+
+describe('sqlite event store on a file', () => {
+  const open: SqliteEventStore[] = [];
+  const openStore = (filename: string, options: { pollIntervalMs?: number } = {}) => {
+    const store = new SqliteEventStore({ filename, ...options });
+    open.push(store);
+    return store;
+  };
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((s) => (s.db.open ? s.close() : undefined)));
+  });
+
+  it('uses WAL so that readers and the writer of other processes do not block each other', () => {
+    expect(openStore(newFile()).db.pragma('journal_mode', { simple: true })).toBe('wal');
+  });
+
+  it('keeps events and checkpoints across closing and reopening the file', async () => {
+    const filename = newFile();
+    const first = openSqliteStores(filename);
+    const appended = await first.store.appendToStream(
+      'account-1',
+      [{ type: 'Opened', data: { owner: 'ada' }, metadata: { correlationId: 'c-1' } }],
+      { expectedRevision: 'no_stream' },
+    );
+    await first.checkpoints.store('projector', appended.position);
+    const before = await first.store.readStream('account-1');
+    await first.close();
+
+    const second = openSqliteStores(filename);
+    expect(await second.store.readStream('account-1')).toEqual(before);
+    expect(await second.checkpoints.load('projector')).toBe(appended.position);
+    const next = await second.store.appendToStream('account-1', [{ type: 'Closed', data: {} }], { expectedRevision: 0 });
+    expect(next.nextExpectedRevision).toBe(1);
+    expect(next.position).toBeGreaterThan(appended.position);
+    await second.close();
+  });
+
+  it('stamps events with the injected clock and id source', async () => {
+    const clock = new ManualClock();
+    let n = 0;
+    const store = new SqliteEventStore({ filename: ':memory:', clock, newId: () => `id-${++n}` });
+    open.push(store);
+    await store.appendToStream('s', [{ type: 'A', data: {} }], { expectedRevision: 'no_stream' });
+    clock.advance(45 * 60_000);
+    await store.appendToStream('s', [{ id: 'given', type: 'B', data: {} }, { type: 'C', data: {} }], { expectedRevision: 0 });
+
+    const read = await store.readStream('s');
+    expect(read.map((e) => [e.id, e.created])).toEqual([
+      ['id-1', clock.now() - 45 * 60_000],
+      ['given', clock.now()],
+      ['id-2', clock.now()],
+    ]);
+  });
+
+  it('lets only one of two stores on the same file (two processes) win an expected revision', async () => {
+    const filename = newFile();
+    const [a, b] = [openStore(filename), openStore(filename)];
+
+    await a.appendToStream('video-1', [{ type: 'Created', data: {} }], { expectedRevision: 'no_stream' });
+    const createdTwice = b.appendToStream('video-1', [{ type: 'Created', data: {} }], { expectedRevision: 'no_stream' });
+    await expect(createdTwice).rejects.toMatchObject({ name: 'WrongExpectedRevisionError', actual: 0 });
+
+    const results = await Promise.allSettled(
+      [a, b, a, b].map((store, i) => store.appendToStream('video-1', [{ type: 'Bumped', data: { i } }], { expectedRevision: 0 })),
+    );
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    for (const r of results) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(WrongExpectedRevisionError);
+    expect(await a.readStream('video-1')).toEqual(await b.readStream('video-1'));
+    expect(await b.readStream('video-1')).toHaveLength(2);
+  });
+
+  it('keeps one gap-free revision sequence when separate OS processes race on the file', async () => {
+    const filename = newFile();
+    const runs = Array.from({ length: 4 }, () =>
+      promisify(execFile)(process.execPath, ['--import', 'tsx', racer, filename, '25']),
+    );
+    await Promise.all(runs);
+
+    const events = await openStore(filename).readStream('race');
+    expect(events.map((e) => e.revision)).toEqual(Array.from({ length: 100 }, (_, i) => i));
+    expect(new Set(events.map((e) => (e.data as { pid: number }).pid)).size).toBe(4);
+  });
+
+  it("delivers another process's appends to a live subscription by polling", async () => {
+    const filename = newFile();
+    const a = openStore(filename, { pollIntervalMs: 10 });
+    const b = openStore(filename);
+    const received: StoredEvent[] = [];
+    const subscription = a.subscribeToAll((e) => void received.push(e));
+
+    await b.appendToStream('chat-1', [{ type: 'Asked', data: {} }], { expectedRevision: 'no_stream' });
+    await vi.waitFor(() => expect(received.map((e) => e.type)).toEqual(['Asked']));
+    await subscription.stop();
+  });
+
+  it('wakes a live subscription on an append in the same process without waiting for the poll', async () => {
+    const store = openStore(':memory:', { pollIntervalMs: 3_600_000 });
+    const received: StoredEvent[] = [];
+    const subscription = store.subscribeToAll((e) => void received.push(e));
+
+    await store.appendToStream('chat-1', [{ type: 'Asked', data: {} }], { expectedRevision: 'no_stream' });
+    await vi.waitFor(() => expect(received).toHaveLength(1));
+    await subscription.stop();
+  });
+
+  it('stops its subscriptions when closed', async () => {
+    const store = openStore(':memory:');
+    let enter!: () => void;
+    let release!: () => void;
+    const entered = new Promise<void>((resolve) => (enter = resolve));
+    const released = new Promise<void>((resolve) => (release = resolve));
+    store.subscribeToAll(async () => {
+      enter();
+      await released;
+    });
+    await store.appendToStream('s', [{ type: 'A', data: {} }], { expectedRevision: 'no_stream' });
+    await entered;
+
+    const closing = store.close();
+    release();
+    await closing;
+    expect(store.db.open).toBe(false);
+  });
+});
