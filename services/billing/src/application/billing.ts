@@ -177,11 +177,13 @@ export class BillingService {
     return toApiKey(doc);
   }
 
-  /** Null for an unknown, revoked or expired key: the gateway answers all three with the same 401. */
+  /**
+   * Null for an unknown or revoked key. An expired key still resolves, with its `expires_at`: the gateway
+   * checks expiry on every request (cached principals expire too) and tells the caller the key expired.
+   */
   async authenticate(m: BillingMessage<'authenticate'>): Promise<KeyPrincipal | null> {
     const key = await this.keys.findOne({ key_hash: m.key_hash });
     if (!key || key.revoked_at !== null) return null;
-    if (key.expires_at !== null && key.expires_at <= unixSeconds(this.deps.clock.now())) return null;
     const org = await this.orgs.findOne({ _id: key.org_id });
     if (!org) return null;
     return {

@@ -1,0 +1,127 @@
+import 'reflect-metadata';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createBilling } from '@oc/billing';
+import { ManualClock, randomIds, Subjects, unwrap, type CreatedApiKey } from '@oc/contracts';
+import { openSqliteStores } from '@oc/eventstore';
+import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
+import { MemoryReadModelStore } from '@oc/readmodel';
+import { createLogger } from '@oc/telemetry';
+import { NestFactory } from '@nestjs/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KeyAuthenticator } from '../src/application/authenticator';
+import { KeyUsageRecorder } from '../src/application/key-usage';
+import { RateLimits } from '../src/application/rate-limits';
+import { createGatewayApp } from '../src/transport/http';
+import { v1Routes } from '../src/transport/v1-routes';
+
+const logger = createLogger({ service: 'gateway-test', level: 'silent' });
+const clock = new ManualClock(Date.UTC(2026, 10, 22, 12));
+const stores = openSqliteStores({ filename: ':memory:', clock });
+const broker = new InProcessBroker();
+const services = new InProcessServiceClient(broker);
+let server: Server;
+let url: string;
+let closeAll: () => Promise<void>;
+let ready = true;
+
+beforeAll(async () => {
+  const billing = await createBilling({ eventStore: stores.store, readModels: new MemoryReadModelStore(), client: services, clock, ids: randomIds, logger });
+  const billingApp = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });
+  await billingApp.listen();
+  const authenticator = new KeyAuthenticator(services, clock);
+  await services.onBroadcast(Subjects.broadcast.apiKeyRevoked, (m) => authenticator.forgetKey((m as { key_hash: string }).key_hash));
+  const app = createGatewayApp({
+    services,
+    authenticator,
+    limits: RateLimits.inMemory(),
+    usage: new KeyUsageRecorder(services, clock),
+    clock,
+    logger,
+    adminToken: 'admin-token-for-tests',
+    v1: [
+      ...v1Routes('1.2.3', () => clock.now()),
+      { method: 'GET', path: '/v1/videos', scope: 'video:read', handle: async () => ({ ok: true, data: { object: 'list', data: [] } }) },
+      { method: 'GET', path: '/v1/boom', scope: null, handle: async () => { throw new TypeError('a bug'); } },
+    ],
+    admin: [],
+    ready: async () => {
+      if (!ready) throw new Error('billing down');
+    },
+  });
+  server = await new Promise<Server>((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  closeAll = async () => {
+    server.close();
+    await billingApp.close();
+    await billing.close();
+    await stores.close();
+  };
+});
+afterAll(() => closeAll());
+
+async function newKey(options: { scopes: string[]; expires_in_days?: number }) {
+  const org = unwrap(await services.request<{ id: string }>(Subjects.billing.createOrganization, { name: 'Acme', tier: 'standard' }));
+  const key = unwrap(
+    await services.request<CreatedApiKey>(Subjects.billing.createApiKey, { org_id: org.id, name: 'k', mode: 'live', ...options }),
+  );
+  return { orgId: org.id, ...key };
+}
+
+const get = (path: string, key?: string) =>
+  fetch(`${url}${path}`, { headers: key ? { authorization: `Bearer ${key}` } : {} }).then(async (r) => ({
+    status: r.status,
+    headers: r.headers,
+    body: (await r.json()) as any,
+  }));
+
+describe('gateway', () => {
+  it('lets a key with the scope through and answers one without it with 403 naming the scope', async () => {
+    const reader = await newKey({ scopes: ['video:read'] });
+    expect((await get('/v1/videos', reader.key)).status).toBe(200);
+    const chatOnly = await newKey({ scopes: ['chat:read', 'chat:write'] });
+    const refused = await get('/v1/videos', chatOnly.key);
+    expect(refused.status).toBe(403);
+    expect(refused.body).toEqual({
+      error: { type: 'permission_error', code: 'insufficient_scope', message: expect.stringContaining('video:read') },
+    });
+    expect(refused.headers.get('x-ratelimit-limit')).not.toBeNull();
+  });
+
+  it('refuses a key once its expiry passes, with the clock the gateway is given', async () => {
+    const { key } = await newKey({ scopes: ['video:read'], expires_in_days: 1 });
+    expect((await get('/v1/health', key)).status).toBe(200);
+    clock.advance(86_400_000);
+    const expired = await get('/v1/health', key);
+    expect(expired.status).toBe(401);
+    expect(expired.body.error).toMatchObject({ code: 'invalid_api_key', message: 'This API key has expired.' });
+  });
+
+  it('drops a cached key when billing broadcasts its revocation', async () => {
+    const { key, id, orgId } = await newKey({ scopes: ['video:read'] });
+    expect((await get('/v1/health', key)).status).toBe(200);
+    unwrap(await services.request(Subjects.billing.revokeApiKey, { org_id: orgId, key_id: id }));
+    expect((await get('/v1/health', key)).status).toBe(401);
+  });
+
+  it('hides an unexpected failure behind a 500 in the spec shape, without a stack trace', async () => {
+    const { key } = await newKey({ scopes: ['video:read'] });
+    const res = await get('/v1/boom', key);
+    expect(res.status).toBe(500);
+    expect(res.body).toEqual({
+      error: { type: 'api_error', code: 'internal_error', message: expect.not.stringContaining('TypeError') },
+    });
+  });
+
+  it('reports liveness always and readiness only when its dependencies answer', async () => {
+    expect((await get('/healthz')).status).toBe(200);
+    expect((await get('/readyz')).status).toBe(200);
+    ready = false;
+    const notReady = await get('/readyz');
+    ready = true;
+    expect(notReady.status).toBe(503);
+    expect(notReady.body.error.code).toBe('service_unavailable');
+  });
+});

@@ -1,0 +1,71 @@
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { RateLimits } from '../src/application/rate-limits';
+import type { LimitWindow } from '../src/domain/limits';
+
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+const redisUp = await redis.connect().then(
+  () => true,
+  (error: unknown) => {
+    if (process.env.REQUIRE_REDIS === '1') throw new Error(`REQUIRE_REDIS=1 but Redis is unreachable: ${String(error)}`);
+    return false;
+  },
+);
+afterAll(() => redis.disconnect());
+
+const stores: [string, () => RateLimits][] = [
+  ['memory', () => RateLimits.inMemory()],
+  ...(redisUp ? [['redis', () => RateLimits.redis(redis)] as [string, () => RateLimits]] : []),
+];
+
+const unique = () => `s${Math.random().toString(36).slice(2)}`;
+const window = (name: string, points: number, subject = unique()): LimitWindow => ({ name, subject, points, durationSeconds: 60 });
+
+describe.each(stores)('rate limits (%s counters)', (_, make) => {
+  it('reports the window with the least room left', async () => {
+    const limits = make();
+    const key = window('key_minute', 100);
+    const org = window('org_minute', 10);
+    const outcome = await limits.consume([key, org]);
+    expect(outcome).toMatchObject({ allowed: true, headers: { limit: 10, remaining: 9 } });
+    const now = Math.floor(Date.now() / 1000);
+    expect(outcome.headers.reset).toBeGreaterThan(now);
+    expect(outcome.headers.reset).toBeLessThanOrEqual(now + 61);
+  });
+
+  it('refuses when any window is full and says how long to wait', async () => {
+    const limits = make();
+    const tight = window('key_minute', 2);
+    const loose = window('org_day', 1000);
+    await limits.consume([tight, loose]);
+    await limits.consume([tight, loose]);
+    const refused = await limits.consume([tight, loose]);
+    expect(refused).toMatchObject({ allowed: false, window: 'key_minute', headers: { limit: 2, remaining: 0 } });
+    if (refused.allowed) return;
+    expect(refused.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+    expect(refused.retryAfterSeconds).toBeLessThanOrEqual(60);
+  });
+
+  it('checks token budgets before a call and records the usage after it', async () => {
+    const limits = make();
+    const tokens = window('chat_tokens_day', 1000);
+    expect(await limits.peek(tokens)).toMatchObject({ allowed: true, headers: { remaining: 1000 } });
+    await limits.record(tokens, 600);
+    expect(await limits.peek(tokens)).toMatchObject({ allowed: true, headers: { remaining: 400 } });
+    await limits.record(tokens, 500);
+    expect((await limits.peek(tokens)).allowed).toBe(false);
+  });
+});
+
+// Counters in Redis are what lets several gateway replicas enforce one limit together.
+describe.skipIf(!redisUp)('rate limits across gateways', () => {
+  it('shares Redis counters between two gateway instances', async () => {
+    const subject = unique();
+    const a = RateLimits.redis(redis);
+    const b = RateLimits.redis(redis);
+    await a.consume([window('key_minute', 2, subject)]);
+    await b.consume([window('key_minute', 2, subject)]);
+    expect((await a.consume([window('key_minute', 2, subject)])).allowed).toBe(false);
+  });
+});
