@@ -5,6 +5,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // The JSON report lets .ci/run print the plain "N passed, N failed" line CI reads.
+    reporters: ['default', 'json'],
+    outputFile: { json: '.vitest-results.json' },
     projects: [
       {
         extends: true,
