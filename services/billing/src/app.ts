@@ -41,6 +41,7 @@ export async function createBilling(runtime: BillingRuntime) {
   });
   await projections.start();
   const service = new BillingService({
+    eventStore: runtime.eventStore,
     commands: new CommandHandler(runtime.eventStore),
     readModels: runtime.readModels,
     projections,

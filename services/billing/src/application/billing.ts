@@ -14,7 +14,7 @@ import {
   type Organization,
   unixSeconds,
 } from '@oc/contracts';
-import type { CommandHandler, EventMetadata } from '@oc/eventstore';
+import type { CommandHandler, EventMetadata, EventStore } from '@oc/eventstore';
 import type { ProjectionRunner, ReadModelStore } from '@oc/readmodel';
 import { accountDecider, type AccountCommand, accountStream } from '../domain/account';
 import { apiKeyDecider, type ApiKeyCommand, apiKeyStream } from '../domain/api-key';
@@ -28,6 +28,7 @@ export interface GatewayNotifier {
 }
 
 export interface BillingDeps {
+  eventStore: EventStore;
   commands: CommandHandler;
   readModels: ReadModelStore;
   projections: ProjectionRunner;
@@ -209,8 +210,9 @@ export class BillingService {
     return { recorded: m.usage.length };
   }
 
+  /** Readiness: both stores answer. */
   async ping() {
-    await this.deps.readModels.ping();
+    await Promise.all([this.deps.eventStore.ping(), this.deps.readModels.ping()]);
     return { status: 'ok' as const };
   }
 }
