@@ -1,1 +1,12 @@
 export * from './port';
+export { headersOf, type MessageContext } from './wire';
+export { natsServerStrategy, NatsServiceClient, type NatsConnectOptions } from './nats';
+export { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from './in-process';
+export { exponentialBackoff, type EventErrorHandler, type RetryDelay } from './retry';
+export { ensureEventsStream, startOutboxRelay, type OutboxRelayOptions } from './outbox-relay';
+export {
+  EventStoreEventBus,
+  JetStreamEventBus,
+  type EventStoreEventBusOptions,
+  type JetStreamEventBusOptions,
+} from './event-bus';

@@ -1,0 +1,148 @@
+import {
+  AckPolicy,
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  jetstreamManager,
+  type ConsumerUpdateConfig,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
+import { nanos, type NatsConnection } from '@nats-io/transport-node';
+import { Logger } from '@nestjs/common';
+import { EVENTS_STREAM, eventSubject } from '@oc/contracts';
+import type { CheckpointStore, EventStore, StoredEvent, Subscription } from '@oc/eventstore';
+import type { DurableEventBus, EventFilter } from './port';
+import { exponentialBackoff, subscribeCheckpointed, type EventErrorHandler, type RetryDelay } from './retry';
+
+type EventHandler = (event: StoredEvent) => Promise<void>;
+
+const defaultOnError = (logger: Logger): EventErrorHandler => (error, event) =>
+  logger.warn(`Handler failed on event ${event.id} (${event.type}), will retry: ${String(error)}`);
+
+export interface JetStreamEventBusOptions {
+  /** Redelivery delay after a failure, from the message's delivery count (1 on the first). */
+  redeliveryDelayMs?: (deliveryCount: number) => number;
+  /** How long a handler may run before JetStream redelivers the message elsewhere. */
+  ackWaitMs?: number;
+  onError?: EventErrorHandler;
+}
+
+/**
+ * One durable pull consumer per consumer name on the `EVENTS` stream; replicas using the same name
+ * share its messages. Acked once the handler resolves, nak'ed with back-off when it throws.
+ * `max_deliver` is unbounded on purpose: dropping an event is worse than a handler that keeps
+ * failing (it shows in the logs and in the consumer's pending count until it is fixed).
+ */
+export class JetStreamEventBus implements DurableEventBus {
+  private readonly logger = new Logger(JetStreamEventBus.name);
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly options: JetStreamEventBusOptions = {},
+  ) {}
+
+  async consume(consumerName: string, filter: EventFilter, handler: EventHandler): Promise<Subscription> {
+    const jsm = await jetstreamManager(this.nc);
+    await this.upsertConsumer(jsm, consumerName, filter);
+    const consumer = await jsm.jetstream().consumers.get(EVENTS_STREAM, consumerName);
+    // One message in hand at a time: a buffered one would spend its ack wait queued behind others.
+    const messages = await consumer.consume({ max_messages: 1 });
+    const types = new Set(filter.types);
+    const redeliveryDelayMs = this.options.redeliveryDelayMs ?? ((count) => Math.min(30_000, 1_000 * 2 ** (count - 1)));
+    const onError = this.options.onError ?? defaultOnError(this.logger);
+
+    const processing = (async () => {
+      for await (const msg of messages) {
+        let event: StoredEvent;
+        try {
+          event = msg.json<StoredEvent>();
+        } catch (error) {
+          // Not an event: no redelivery could ever fix it.
+          this.logger.error(`Dropping unparsable message on ${msg.subject}: ${String(error)}`);
+          msg.term();
+          continue;
+        }
+        try {
+          if (types.has(event.type)) await handler(event);
+          msg.ack();
+        } catch (error) {
+          onError(error, event);
+          msg.nak(redeliveryDelayMs(msg.info.deliveryCount));
+        }
+      }
+    })().catch((error: unknown) => this.logger.error(`Consumer ${consumerName} stopped: ${String(error)}`));
+    return {
+      stop: async () => {
+        await messages.close();
+        await processing;
+      },
+    };
+  }
+
+  private async upsertConsumer(jsm: JetStreamManager, name: string, filter: EventFilter): Promise<void> {
+    const subjects = filter.types.map((type) => eventSubject(filter.service, type));
+    const config: Partial<ConsumerUpdateConfig> = {
+      ...(subjects.length === 1
+        ? { filter_subject: subjects[0] }
+        : supportsMultipleFilters(this.nc)
+          ? { filter_subjects: subjects }
+          : // Older servers get the whole service; `consume` drops the other types client-side.
+            { filter_subject: eventSubject(filter.service, '>') }),
+      ack_wait: nanos(this.options.ackWaitMs ?? 60_000),
+      max_deliver: -1,
+    };
+    try {
+      await jsm.consumers.update(EVENTS_STREAM, name, config);
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.ConsumerNotFound)) throw error;
+      await jsm.consumers.add(EVENTS_STREAM, {
+        ...config,
+        durable_name: name,
+        ack_policy: AckPolicy.Explicit,
+        // Like the embedded bus with no checkpoint: a new consumer starts at the first event.
+        deliver_policy: DeliverPolicy.All,
+      });
+    }
+  }
+}
+
+// Several filter subjects on one consumer need nats-server 2.10.
+function supportsMultipleFilters(nc: NatsConnection): boolean {
+  const [major = 0, minor = 0] = (nc.info?.version ?? '0.0').split('.').map(Number);
+  return major > 2 || (major === 2 && minor >= 10);
+}
+
+export interface EventStoreEventBusOptions {
+  /** The log of each service whose events can be consumed, by service name. */
+  eventStores: Readonly<Record<string, EventStore>>;
+  checkpoints: CheckpointStore;
+  retryDelay?: RetryDelay;
+  onError?: EventErrorHandler;
+}
+
+/**
+ * The embedded `DurableEventBus`: a checkpointed subscription to the source service's event store,
+ * checkpoint name = consumer name. A failing handler is retried on the same event with back-off;
+ * later events wait, so nothing is skipped.
+ */
+export class EventStoreEventBus implements DurableEventBus {
+  private readonly logger = new Logger(EventStoreEventBus.name);
+
+  constructor(private readonly options: EventStoreEventBusOptions) {}
+
+  async consume(consumerName: string, filter: EventFilter, handler: EventHandler): Promise<Subscription> {
+    const eventStore = this.options.eventStores[filter.service];
+    if (!eventStore) throw new Error(`No event store registered for service "${filter.service}"`);
+    const types = new Set(filter.types);
+    return subscribeCheckpointed({
+      eventStore,
+      checkpoints: this.options.checkpoints,
+      name: consumerName,
+      handle: async (event) => {
+        if (types.has(event.type)) await handler(event);
+      },
+      retryDelay: this.options.retryDelay ?? exponentialBackoff(),
+      onError: this.options.onError ?? defaultOnError(this.logger),
+    });
+  }
+}

@@ -1,0 +1,102 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { Logger } from '@nestjs/common';
+import { ClientNats, NatsRecordBuilder, ServerNats, type NatsOptions } from '@nestjs/microservices';
+import type { Reply } from '@oc/contracts';
+import type { Subscription } from '@oc/eventstore';
+import { firstValueFrom, timeout } from 'rxjs';
+import type { RequestOptions, ServiceClient } from './port';
+import {
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  RemoteHandlerError,
+  deliverSafely,
+  failureReply,
+  toNatsHeaders,
+} from './wire';
+
+export type NatsConnectOptions = NonNullable<NatsOptions['options']>;
+
+// The client library gives up after 10 reconnect attempts by default, which would leave a service
+// silently deaf after a NATS restart; keep reconnecting instead.
+const RECONNECT_FOREVER = { maxReconnectAttempts: -1 } as const;
+
+/**
+ * Nest's NATS transport for `NestFactory.createMicroservice(AppModule, { strategy })`. Every
+ * replica of a service subscribes in the same queue group, so each request reaches one of them.
+ */
+export function natsServerStrategy(options: NatsConnectOptions & { queue: string }): ServerNats {
+  return new ReadyServerNats({ ...RECONNECT_FOREVER, ...options });
+}
+
+class ReadyServerNats extends ServerNats {
+  // Nest reports "listening" once the subscriptions are merely queued; waiting until the server has
+  // them means a request sent after `listen()` resolved cannot meet "no responders".
+  override start(callback: (err?: unknown, ...optionalParams: unknown[]) => void): void {
+    super.start(() => void this.unwrap<NatsConnection>().flush().then(() => callback(), callback));
+  }
+}
+
+class ReplyClientNats extends ClientNats {
+  // A handler's failure arrives as plain data from Nest's exception filter; transport failures are
+  // Error instances. Tagging the former keeps the two apart.
+  protected override serializeError(err: unknown): unknown {
+    return err instanceof Error ? err : new RemoteHandlerError(err);
+  }
+}
+
+/**
+ * Requests go through Nest's ClientNats so the framing matches Nest's server; broadcasts are plain
+ * core NATS publish/subscribe of JSON on the same connection.
+ */
+export class NatsServiceClient implements ServiceClient {
+  private readonly client: ClientNats;
+  private readonly logger = new Logger(NatsServiceClient.name);
+
+  constructor(options: NatsConnectOptions) {
+    this.client = new ReplyClientNats({ ...RECONNECT_FOREVER, ...options });
+  }
+
+  /** The underlying connection, e.g. for JetStream (`jetstream(nc)`). */
+  async connection(): Promise<NatsConnection> {
+    return (await this.client.connect()) as NatsConnection;
+  }
+
+  async request<T>(subject: string, payload: unknown, options: RequestOptions = {}): Promise<Reply<T>> {
+    const record = new NatsRecordBuilder(payload).setHeaders(toNatsHeaders(options.headers)).build();
+    try {
+      return await firstValueFrom(
+        this.client.send<Reply<T>>(subject, record).pipe(timeout(options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS)),
+      );
+    } catch (error) {
+      return failureReply(error);
+    }
+  }
+
+  async broadcast(subject: string, payload: unknown): Promise<void> {
+    const nc = await this.connection();
+    nc.publish(subject, JSON.stringify(payload ?? null));
+    // Flushed so the notice is at the server before anything this caller sends next on another
+    // connection (e.g. billing's answer to a key revocation).
+    await nc.flush();
+  }
+
+  async onBroadcast(subject: string, handler: (payload: unknown) => void): Promise<Subscription> {
+    const nc = await this.connection();
+    const subscription = nc.subscribe(subject, {
+      callback: (error, msg) => {
+        if (error) return this.logger.error(error);
+        deliverSafely(() => handler(msg.json()), (e) => this.logger.error(e));
+      },
+    });
+    // Once the server has the interest, a broadcast sent from anywhere afterwards reaches us.
+    await nc.flush();
+    return { stop: async () => subscription.unsubscribe() };
+  }
+
+  async ping(): Promise<void> {
+    await (await this.connection()).flush();
+  }
+
+  async close(): Promise<void> {
+    await this.client.close();
+  }
+}

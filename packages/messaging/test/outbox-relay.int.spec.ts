@@ -1,0 +1,163 @@
+import { jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { EVENTS_STREAM } from '@oc/contracts';
+import { SqliteCheckpointStore, SqliteEventStore, type CheckpointStore, type StoredEvent } from '@oc/eventstore';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { JetStreamEventBus, ensureEventsStream, startOutboxRelay, type OutboxRelayOptions } from '../src';
+import { NATS_URL, natsAvailable, uniqueSuffix } from './nats';
+
+describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStreamEventBus', () => {
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  let js: JetStreamClient;
+  const cleanups: Array<() => Promise<unknown>> = [];
+
+  beforeAll(async () => {
+    nc = await connect({ servers: NATS_URL });
+    jsm = await jetstreamManager(nc);
+    js = jsm.jetstream();
+    await ensureEventsStream(jsm);
+  });
+  afterAll(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    await nc?.close();
+  });
+
+  /** A fresh service name per test: its subjects, consumers and checkpoints collide with nothing. */
+  function fixture() {
+    const service = `svc${uniqueSuffix()}`;
+    const store = new SqliteEventStore({ filename: ':memory:' });
+    const checkpoints = new SqliteCheckpointStore(store.db);
+    cleanups.push(
+      () => jsm.streams.purge(EVENTS_STREAM, { filter: `events.${service}.>` }),
+      () => store.close(),
+    );
+    const append = (stream: string, ...types: string[]) =>
+      store.appendToStream(stream, types.map((type) => ({ type, data: { stream } })), { expectedRevision: 'any' });
+    const subjectCounts = async () =>
+      (await jsm.streams.info(EVENTS_STREAM, { subjects_filter: `events.${service}.>` })).state.subjects ?? {};
+    const consume = async (bus: JetStreamEventBus, types: string[], handler: (event: StoredEvent) => Promise<void>) => {
+      const name = `test-${service}`;
+      const subscription = await bus.consume(name, { service, types }, handler);
+      cleanups.push(
+        () => jsm.consumers.delete(EVENTS_STREAM, name),
+        () => subscription.stop(),
+      );
+      return subscription;
+    };
+    const relay = (overrides: Partial<OutboxRelayOptions> = {}) =>
+      startOutboxRelay({ service, eventStore: store, checkpoints, js, onError: () => {}, ...overrides });
+    return { service, store, checkpoints, append, subjectCounts, consume, relay };
+  }
+
+  it('loses nothing and duplicates nothing when the relay dies between publish and checkpoint', async () => {
+    const { service, store, checkpoints, append, subjectCounts, consume, relay } = fixture();
+    await append('video-1', 'VideoCreated', 'VideoProgressed', 'VideoCompleted');
+    const [first] = await store.readAll({ maxCount: 1 });
+
+    // This relay's checkpoints after the first event never reach the disk, as if it crashed right
+    // after each publish ack.
+    const crashing: CheckpointStore = {
+      load: (name) => checkpoints.load(name),
+      store: async (name, position) => {
+        if (position <= first!.position) await checkpoints.store(name, position);
+      },
+    };
+    const relayA = await relay({ checkpoints: crashing });
+    const received: StoredEvent[] = [];
+    await consume(new JetStreamEventBus(nc), ['VideoCreated', 'VideoCompleted'], async (event) => {
+      received.push(event);
+    });
+    await vi.waitFor(async () =>
+      expect(await subjectCounts()).toEqual({
+        [`events.${service}.VideoCreated`]: 1,
+        [`events.${service}.VideoProgressed`]: 1,
+        [`events.${service}.VideoCompleted`]: 1,
+      }),
+    );
+    await relayA.stop();
+    expect(await checkpoints.load(`outbox-relay.${service}`)).toBe(first!.position);
+
+    await append('video-2', 'VideoCreated', 'VideoCompleted');
+    const relayB = await relay();
+    cleanups.push(() => relayB.stop());
+    const all = await store.readAll({ maxCount: 100 });
+    await vi.waitFor(async () => expect(await checkpoints.load(`outbox-relay.${service}`)).toBe(all.at(-1)!.position));
+
+    // Relay B republished two events relay A had already published; JetStream kept one copy of each.
+    expect(await subjectCounts()).toEqual({
+      [`events.${service}.VideoCreated`]: 2,
+      [`events.${service}.VideoProgressed`]: 1,
+      [`events.${service}.VideoCompleted`]: 2,
+    });
+    const wanted = all.filter((event) => event.type !== 'VideoProgressed');
+    await vi.waitFor(() => expect(received.map((e) => e.id)).toEqual(wanted.map((e) => e.id)));
+    expect(received).toEqual(wanted);
+  });
+
+  it('resumes a relay stopped mid-stream without losing or repeating events', async () => {
+    const { service, checkpoints, append, subjectCounts, relay } = fixture();
+    for (let i = 0; i < 5; i++) await append(`video-${i}`, 'VideoCreated', 'VideoCompleted');
+
+    // NATS goes away after four publishes; the relay keeps retrying the fifth until it is stopped.
+    let publishes = 0;
+    const flaky = {
+      publish: (...args: Parameters<JetStreamClient['publish']>) =>
+        ++publishes > 4 ? Promise.reject(new Error('connection refused')) : js.publish(...args),
+    } as JetStreamClient;
+    const relayA = await relay({
+      js: flaky,
+      retryDelay: (_attempt, signal) => new Promise((resolve) => signal.addEventListener('abort', () => resolve())),
+    });
+    await vi.waitFor(() => expect(publishes).toBe(5));
+    await relayA.stop();
+    expect(await checkpoints.load(`outbox-relay.${service}`)).toBe(4);
+
+    await append('video-late', 'VideoCreated');
+    const relayB = await relay();
+    cleanups.push(() => relayB.stop());
+    await vi.waitFor(async () => expect(await checkpoints.load(`outbox-relay.${service}`)).toBe(11));
+    expect(await subjectCounts()).toEqual({
+      [`events.${service}.VideoCreated`]: 6,
+      [`events.${service}.VideoCompleted`]: 5,
+    });
+  });
+
+  it('redelivers an event whose handler throws, and continues with the others', async () => {
+    const { append, consume, relay } = fixture();
+    const relayed = await relay();
+    cleanups.push(() => relayed.stop());
+    const { position: failing } = await append('video-1', 'VideoCreated');
+    await append('video-2', 'VideoCreated');
+
+    const attempts = new Map<number, number>();
+    const handled: number[] = [];
+    const bus = new JetStreamEventBus(nc, { redeliveryDelayMs: () => 10, onError: () => {} });
+    await consume(bus, ['VideoCreated'], async (event) => {
+      attempts.set(event.position, (attempts.get(event.position) ?? 0) + 1);
+      if (event.position === failing && attempts.get(event.position)! < 3) throw new Error('webhook endpoint down');
+      handled.push(event.position);
+    });
+
+    await vi.waitFor(() => expect(handled.toSorted()).toEqual([failing, failing + 1]));
+    expect(attempts.get(failing)).toBe(3);
+    expect(attempts.get(failing + 1)).toBe(1);
+  });
+
+  it('keeps its place across consumer restarts: a durable consumer gets only what it has not acked', async () => {
+    const { append, consume, relay } = fixture();
+    const relayed = await relay();
+    cleanups.push(() => relayed.stop());
+    await append('video-1', 'VideoCreated');
+
+    const firstRun: number[] = [];
+    const first = await consume(new JetStreamEventBus(nc), ['VideoCreated'], async (e) => void firstRun.push(e.position));
+    await vi.waitFor(() => expect(firstRun).toEqual([1]));
+    await first.stop();
+
+    await append('video-2', 'VideoCreated');
+    const secondRun: number[] = [];
+    await consume(new JetStreamEventBus(nc), ['VideoCreated'], async (e) => void secondRun.push(e.position));
+    await vi.waitFor(() => expect(secondRun).toEqual([2]));
+  });
+});
