@@ -51,13 +51,16 @@ export interface HandleResult<State, Event> {
 /**
  * Load, decide, append with optimistic concurrency. Commands on one stream run one at a time in this
  * process; a conflict with another process is retried a bounded number of times with backoff.
+ * The state of recently used streams is kept, so a command reads only the events appended since the
+ * last one: long streams (an account's reservations) cost the same per command as short ones.
  */
 export class CommandHandler {
   private readonly mutex = new KeyedMutex();
+  private readonly states = new Map<string, { decider: unknown; state: unknown; revision: number | 'no_stream' }>();
 
   constructor(
     private readonly store: EventStore,
-    private readonly options: { maxAttempts?: number; newEventId?: () => string } = {},
+    private readonly options: { maxAttempts?: number; newEventId?: () => string; maxCachedStreams?: number } = {},
   ) {}
 
   handle<State, Command, Event extends DomainEvent>(
@@ -69,7 +72,7 @@ export class CommandHandler {
     return this.mutex.run(streamName, async () => {
       const maxAttempts = this.options.maxAttempts ?? 5;
       for (let attempt = 1; ; attempt++) {
-        const { state, revision } = await aggregateStream(this.store, streamName, decider);
+        const { state, revision } = await this.load(streamName, decider);
         const events = decider.decide(command, state);
         if (events.length === 0) return { state, events };
         const toAppend: NewEvent[] = events.map((e) => ({
@@ -81,6 +84,7 @@ export class CommandHandler {
         try {
           const appended = await this.store.appendToStream(streamName, toAppend, { expectedRevision: revision });
           const next = events.reduce((s, e) => decider.evolve(s, e), state);
+          this.remember(streamName, decider, next, appended.nextExpectedRevision);
           return { state: next, events, appended };
         } catch (error) {
           if (!(error instanceof WrongExpectedRevisionError) || attempt >= maxAttempts) throw error;
@@ -88,6 +92,30 @@ export class CommandHandler {
         }
       }
     });
+  }
+
+  private async load<State, Event extends DomainEvent>(
+    streamName: string,
+    decider: Decider<State, never, Event>,
+  ): Promise<{ state: State; revision: number | 'no_stream' }> {
+    const cached = this.states.get(streamName);
+    let state = cached?.decider === decider ? (cached.state as State) : decider.initialState();
+    let revision = cached?.decider === decider ? cached.revision : 'no_stream';
+    const newer = await this.store.readStream(streamName, { fromRevision: revision === 'no_stream' ? 0 : revision + 1 });
+    for (const e of newer) state = decider.evolve(state, e as unknown as Event);
+    const last = newer.at(-1);
+    if (last) revision = last.revision;
+    this.remember(streamName, decider, state, revision);
+    return { state, revision };
+  }
+
+  private remember(streamName: string, decider: unknown, state: unknown, revision: number | 'no_stream') {
+    this.states.delete(streamName);
+    this.states.set(streamName, { decider, state, revision });
+    if (this.states.size > (this.options.maxCachedStreams ?? 10_000)) {
+      const oldest = this.states.keys().next().value;
+      if (oldest !== undefined) this.states.delete(oldest);
+    }
   }
 }
 
