@@ -1,7 +1,14 @@
 import { ApiError, conflict, internalError, invalidRequest, notFound } from './errors';
 import { formatUsd } from './money';
 
-export type NotFoundResource = 'organization' | 'api_key' | 'video' | 'chat_session' | 'webhook' | 'reservation';
+export type NotFoundResource =
+  | 'organization'
+  | 'api_key'
+  | 'video'
+  | 'chat_session'
+  | 'webhook'
+  | 'webhook_delivery'
+  | 'reservation';
 
 export type DomainErrorDetail =
   | { kind: 'InsufficientFunds'; requiredMicros: number; availableMicros: number }
@@ -23,6 +30,7 @@ const NOT_FOUND_CODE: Record<NotFoundResource, string> = {
   organization: 'resource_not_found',
   api_key: 'resource_not_found',
   webhook: 'resource_not_found',
+  webhook_delivery: 'resource_not_found',
   reservation: 'resource_not_found',
 };
 

@@ -9,3 +9,6 @@ export * from './reply';
 export * from './runtime';
 export * from './validation';
 export * from './video-events';
+export * from './webhook';
+export * from './chat';
+export * from './video';

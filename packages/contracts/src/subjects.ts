@@ -21,6 +21,40 @@ export const Subjects = {
     releaseReservation: 'billing.funds.release',
     ping: 'billing.ping',
   },
+  chat: {
+    createChatCompletion: 'chat.completions.create',
+    createCompletion: 'chat.text_completions.create',
+    listSessions: 'chat.sessions.list',
+    getSession: 'chat.sessions.get',
+    /** Prefix of the per-request subjects streamed chunks travel on (`chat.streams.<id>`). */
+    streamPrefix: 'chat.streams',
+    /** Broadcast (every chat replica hears it): the client of this stream went away. */
+    cancelStream: 'broadcast.chat.stream_cancelled',
+    ping: 'chat.ping',
+  },
+  webhook: {
+    create: 'webhook.webhooks.create',
+    list: 'webhook.webhooks.list',
+    get: 'webhook.webhooks.get',
+    update: 'webhook.webhooks.update',
+    delete: 'webhook.webhooks.delete',
+    test: 'webhook.webhooks.test',
+    rotateSecret: 'webhook.webhooks.rotate_secret',
+    listDeliveries: 'webhook.deliveries.list',
+    retryDelivery: 'webhook.deliveries.retry',
+    recover: 'webhook.deliveries.recover',
+    ping: 'webhook.ping',
+  },
+  video: {
+    create: 'video.videos.create',
+    remix: 'video.videos.remix',
+    get: 'video.videos.get',
+    list: 'video.videos.list',
+    delete: 'video.videos.delete',
+    describeContent: 'video.content.describe',
+    readContent: 'video.content.read',
+    ping: 'video.ping',
+  },
   broadcast: {
     /** Sent by billing before it answers a revocation, so every gateway drops the key at once. */
     apiKeyRevoked: 'broadcast.billing.key_revoked',

@@ -1,0 +1,115 @@
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { performance } from 'node:perf_hooks';
+import { rootCertificates } from 'node:tls';
+import { RequestFilteringHttpAgent, RequestFilteringHttpsAgent } from 'request-filtering-agent';
+import type { AttemptOutcome } from '../domain/delivery';
+
+export interface WebhookRequest {
+  url: string;
+  body: string;
+  headers: Record<string, string>;
+}
+
+/** Sends one signed POST; never throws: every failure is an outcome to record. */
+export interface WebhookSender {
+  send(request: WebhookRequest): Promise<AttemptOutcome>;
+}
+
+export interface HttpSenderOptions {
+  /** One deadline for the whole exchange: connect, TLS, headers and body. */
+  timeoutMs: number;
+  /** How much of the receiver's answer is read and kept for the delivery log. */
+  maxResponseBytes: number;
+  /** Development only: lets deliveries reach loopback and private addresses (local receivers). */
+  allowPrivateAddresses: boolean;
+  /** Extra trusted CAs (PEM); the system's are always trusted, and certificates are always verified. */
+  ca?: string[] | undefined;
+}
+
+/**
+ * Node's http(s) client behind `request-filtering-agent`: the address check runs inside the
+ * connection's DNS lookup, on the very address the socket then connects to (no re-resolution, so DNS
+ * rebinding cannot slip past it), and IP literals are checked the same way. Redirects are never
+ * followed, since node's client does not follow them: a 3xx is simply not a 2xx.
+ */
+export class HttpWebhookSender implements WebhookSender {
+  private readonly httpAgent: RequestFilteringHttpAgent;
+  private readonly httpsAgent: RequestFilteringHttpsAgent;
+
+  constructor(private readonly options: HttpSenderOptions) {
+    const filter = { allowPrivateIPAddress: options.allowPrivateAddresses, allowMetaIPAddress: false, keepAlive: false };
+    this.httpAgent = new RequestFilteringHttpAgent(filter);
+    this.httpsAgent = new RequestFilteringHttpsAgent({
+      ...filter,
+      rejectUnauthorized: true,
+      ...(options.ca ? { ca: [...rootCertificates, ...options.ca] } : {}),
+    });
+  }
+
+  send(request: WebhookRequest): Promise<AttemptOutcome> {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    const { timeoutMs, maxResponseBytes } = this.options;
+    return new Promise<AttemptOutcome>((resolve) => {
+      let settled = false;
+      const finish = (outcome: Omit<AttemptOutcome, 'durationMs'>) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(deadline);
+        resolve({ ...outcome, durationMs: elapsed() });
+      };
+      let url: URL;
+      try {
+        url = new URL(request.url);
+      } catch {
+        finish({ success: false, statusCode: null, error: 'invalid URL', responseBody: null });
+        return;
+      }
+      const isHttps = url.protocol === 'https:';
+      const send = isHttps ? httpsRequest : httpRequest;
+      const req = send(url, {
+        method: 'POST',
+        agent: isHttps ? this.httpsAgent : this.httpAgent,
+        headers: { ...request.headers, 'content-length': String(Buffer.byteLength(request.body)) },
+      });
+      const deadline = setTimeout(() => {
+        finish({ success: false, statusCode: null, error: `timed out after ${timeoutMs} ms`, responseBody: null });
+        req.destroy();
+      }, timeoutMs);
+      req.on('error', (error) => finish({ success: false, statusCode: null, error: describe(error), responseBody: null }));
+      req.on('response', (res: IncomingMessage) => {
+        const statusCode = res.statusCode ?? 0;
+        const chunks: Buffer[] = [];
+        let kept = 0;
+        const done = () => {
+          const responseBody = Buffer.concat(chunks).toString('utf8');
+          const success = statusCode >= 200 && statusCode < 300;
+          finish({ success, statusCode, error: success ? null : `HTTP ${statusCode}`, responseBody });
+          res.destroy();
+        };
+        res.on('data', (chunk: Buffer) => {
+          if (kept < maxResponseBytes) {
+            chunks.push(chunk.subarray(0, maxResponseBytes - kept));
+            kept += Math.min(chunk.length, maxResponseBytes - kept);
+          }
+          // The cap reached: what follows is neither read nor waited for.
+          if (kept >= maxResponseBytes) done();
+        });
+        res.on('end', done);
+        res.on('error', (error) => finish({ success: false, statusCode, error: describe(error), responseBody: null }));
+      });
+      req.end(request.body);
+    });
+  }
+
+  close() {
+    this.httpAgent.destroy();
+    this.httpsAgent.destroy();
+  }
+}
+
+function describe(error: unknown): string {
+  const e = error as { code?: string; message?: string };
+  return [e.code, e.message].filter(Boolean).join(': ').slice(0, 500) || 'request failed';
+}

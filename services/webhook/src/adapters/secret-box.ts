@@ -1,0 +1,34 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+
+/**
+ * Webhook secrets at rest: AES-256-GCM under a key from configuration, as `v1.<iv>.<tag>.<ciphertext>`
+ * (base64url). Events and read models only ever hold this form; the plaintext exists while signing.
+ */
+export class SecretBox {
+  private readonly key: Buffer;
+
+  constructor(key: Buffer) {
+    if (key.length !== 32) throw new Error('The webhook secret key must be 32 bytes');
+    this.key = key;
+  }
+
+  /** The key as configured: 32 bytes in base64 (44 characters) or hex (64). */
+  static fromConfig(value: string): SecretBox {
+    return new SecretBox(/^[0-9a-f]{64}$/i.test(value) ? Buffer.from(value, 'hex') : Buffer.from(value, 'base64'));
+  }
+
+  seal(plaintext: string): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    return ['v1', iv, cipher.getAuthTag(), ciphertext].map((p) => (typeof p === 'string' ? p : p.toString('base64url'))).join('.');
+  }
+
+  open(sealed: string): string {
+    const [version, iv, tag, ciphertext] = sealed.split('.');
+    if (version !== 'v1' || !iv || !tag || ciphertext === undefined) throw new Error('Not a sealed webhook secret');
+    const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64url'));
+    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+    return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]).toString('utf8');
+  }
+}

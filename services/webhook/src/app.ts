@@ -1,0 +1,138 @@
+import { type Clock, type IdSource, VideoNotifications } from '@oc/contracts';
+import { CommandHandler, type EventStore } from '@oc/eventstore';
+import type { DurableEventBus } from '@oc/messaging';
+import { ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
+import { type DynamicModule, Module } from '@nestjs/common';
+import type { Logger } from 'pino';
+import { HttpWebhookSender, type WebhookSender } from './adapters/http-sender';
+import { SecretBox } from './adapters/secret-box';
+import { Deliveries, type DeliveryPolicy } from './application/deliveries';
+import { systemTimers, type Timers } from './application/scheduler';
+import { type RegistrationPolicy, WebhookService } from './application/webhooks';
+import { webhookProjections } from './projections/webhook-projections';
+import { LOGGER, WEBHOOK_SERVICE, WebhookController } from './transport/webhook.controller';
+
+/** The name of the durable consumer of video events; replicas share it. */
+export const VIDEO_EVENTS_CONSUMER = 'webhook-deliveries';
+
+export interface WebhookSettings {
+  /** 32-byte key (base64 or hex) that seals webhook secrets at rest. */
+  secretKey: string;
+  retryDelaysMs: readonly number[];
+  timeoutMs: number;
+  maxResponseBytes: number;
+  disableAfterFailures: number;
+  maxConcurrent: number;
+  maxConcurrentPerEndpoint: number;
+  rotationGraceSeconds: number;
+  /** Development only: loopback/private addresses and plain http, for local receivers. */
+  allowPrivate: boolean;
+  /** Extra CAs to trust (PEM), e.g. a local receiver's. */
+  ca?: string[] | undefined;
+}
+
+export interface WebhookRuntime {
+  eventStore: EventStore;
+  readModels: ReadModelStore;
+  /** Where video events come from: JetStream over NATS, the shared event store embedded. */
+  bus: DurableEventBus;
+  clock: Clock;
+  ids: IdSource;
+  logger: Logger;
+  settings: WebhookSettings;
+  version: string;
+  timers?: Timers;
+  /** Replaces the HTTP sender (the SSRF-filtering one) only where a test needs to. */
+  sender?: WebhookSender;
+  secretBytes?: () => Buffer;
+}
+
+@Module({})
+export class WebhookModule {
+  static register(service: WebhookService, logger: Logger): DynamicModule {
+    return {
+      module: WebhookModule,
+      controllers: [WebhookController],
+      providers: [
+        { provide: WEBHOOK_SERVICE, useValue: service },
+        { provide: LOGGER, useValue: logger },
+      ],
+    };
+  }
+}
+
+/**
+ * Builds the webhook service, catches its read models up, puts every pending delivery back on the
+ * schedule, and starts consuming video events.
+ */
+export async function createWebhook(runtime: WebhookRuntime) {
+  const { settings, logger } = runtime;
+  const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, webhookProjections, {
+    onError: (err) => logger.error({ err }, 'webhook projection stopped'),
+  });
+  await projections.start();
+  const httpSender = runtime.sender
+    ? undefined
+    : new HttpWebhookSender({
+        timeoutMs: settings.timeoutMs,
+        maxResponseBytes: settings.maxResponseBytes,
+        allowPrivateAddresses: settings.allowPrivate,
+        ca: settings.ca,
+      });
+  const sender = runtime.sender ?? httpSender!;
+  const secrets = SecretBox.fromConfig(settings.secretKey);
+  const commands = new CommandHandler(runtime.eventStore);
+  const userAgent = `OC-Webhooks/${runtime.version}`;
+  const policy: DeliveryPolicy = {
+    retryDelaysMs: settings.retryDelaysMs,
+    disableAfterFailures: settings.disableAfterFailures,
+    maxConcurrent: settings.maxConcurrent,
+    maxConcurrentPerEndpoint: settings.maxConcurrentPerEndpoint,
+  };
+  const deliveries = new Deliveries({
+    eventStore: runtime.eventStore,
+    commands,
+    readModels: runtime.readModels,
+    sender,
+    secrets,
+    clock: runtime.clock,
+    timers: runtime.timers ?? systemTimers,
+    policy,
+    logger,
+    userAgent,
+  });
+  const registration: RegistrationPolicy = { allowPlainHttp: settings.allowPrivate, rotationGraceSeconds: settings.rotationGraceSeconds };
+  const service = new WebhookService({
+    eventStore: runtime.eventStore,
+    commands,
+    readModels: runtime.readModels,
+    projections,
+    deliveries,
+    sender,
+    secrets,
+    clock: runtime.clock,
+    ids: runtime.ids,
+    policy: registration,
+    userAgent,
+    ...(runtime.secretBytes ? { secretBytes: runtime.secretBytes } : {}),
+  });
+  const resumed = await deliveries.resume();
+  if (resumed > 0) logger.info({ resumed }, 'pending webhook deliveries resumed');
+  const consumer = await runtime.bus.consume(
+    VIDEO_EVENTS_CONSUMER,
+    { service: 'video', types: Object.keys(VideoNotifications) },
+    (event) => deliveries.onVideoEvent(event),
+  );
+  return {
+    service,
+    deliveries,
+    projections,
+    module: WebhookModule.register(service, logger),
+    async close() {
+      await consumer.stop();
+      await deliveries.stop();
+      httpSender?.close();
+      await projections.stop();
+    },
+  };
+}

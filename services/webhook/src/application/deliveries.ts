@@ -1,0 +1,214 @@
+import { createHash } from 'node:crypto';
+import {
+  type Clock,
+  unixSeconds,
+  VideoNotifications,
+  type VideoNotificationType,
+  WEBHOOK_TYPE_OF,
+  type WebhookEnvelope,
+  webhookEventId,
+} from '@oc/contracts';
+import { aggregateStream, type CommandHandler, type EventStore, type StoredEvent } from '@oc/eventstore';
+import type { ReadModelStore } from '@oc/readmodel';
+import type { Logger } from 'pino';
+import type { WebhookRequest, WebhookSender } from '../adapters/http-sender';
+import type { SecretBox } from '../adapters/secret-box';
+import { type DeliveryCommand, deliveryDecider, deliveryStream } from '../domain/delivery';
+import { serviceSignature, standardWebhookSignature } from '../domain/signature';
+import { type Webhook, type WebhookCommand, webhookDecider, webhookStream } from '../domain/webhook';
+import { Collections, type DeliveryDoc, type WebhookDoc } from '../projections/documents';
+import { DeliveryScheduler, type Timers } from './scheduler';
+
+export interface DeliveryPolicy {
+  /** Delay before each attempt, the first usually 0: "at once, then after 1 s, 5 s and 25 s". */
+  retryDelaysMs: readonly number[];
+  /** Consecutive failed attempts after which a webhook is disabled. */
+  disableAfterFailures: number;
+  maxConcurrent: number;
+  maxConcurrentPerEndpoint: number;
+}
+
+export interface DeliveryDeps {
+  eventStore: EventStore;
+  commands: CommandHandler;
+  readModels: ReadModelStore;
+  sender: WebhookSender;
+  secrets: SecretBox;
+  clock: Clock;
+  timers: Timers;
+  policy: DeliveryPolicy;
+  logger: Logger;
+  userAgent: string;
+}
+
+/** `dlv_…` from the event and the webhook: the same event reaching us twice maps to the same delivery. */
+export const deliveryIdOf = (eventId: string, webhookId: string) =>
+  `dlv_${createHash('sha256').update(`${eventId}:${webhookId}`).digest('hex').slice(0, 32)}`;
+
+/** The secrets a delivery is signed with now: the current one, and the previous one during its grace period. */
+export function signingSecrets(webhook: Webhook, secrets: SecretBox, nowSeconds: number): string[] {
+  const current = secrets.open(webhook.sealedSecret);
+  const previousLive =
+    webhook.previousSealedSecret !== null && webhook.previousSecretExpiresAt !== null && nowSeconds < webhook.previousSecretExpiresAt;
+  return previousLive ? [current, secrets.open(webhook.previousSealedSecret!)] : [current];
+}
+
+/** The POST a receiver gets: the envelope as the raw body, signed in the spec's scheme and in Standard Webhooks'. */
+export function signedRequest(
+  url: string,
+  envelope: WebhookEnvelope,
+  secrets: readonly string[],
+  nowSeconds: number,
+  attempt: number,
+  userAgent: string,
+): WebhookRequest {
+  const body = JSON.stringify(envelope);
+  return {
+    url,
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'user-agent': userAgent,
+      'x-service-signature': serviceSignature(secrets, nowSeconds, body),
+      'x-service-event-id': envelope.id,
+      'x-service-event-type': envelope.type,
+      'x-service-delivery-attempt': String(attempt),
+      'webhook-id': envelope.id,
+      'webhook-timestamp': String(nowSeconds),
+      'webhook-signature': standardWebhookSignature(secrets, envelope.id, nowSeconds, body),
+    },
+  };
+}
+
+/**
+ * Turns video events into deliveries and carries each delivery out: one attempt at a time, recorded on
+ * the delivery's stream (which holds the retry schedule) and on the webhook's (which counts consecutive
+ * failures and disables it at the limit).
+ */
+export class Deliveries {
+  readonly scheduler: DeliveryScheduler;
+
+  constructor(private readonly deps: DeliveryDeps) {
+    this.scheduler = new DeliveryScheduler({
+      clock: deps.clock,
+      timers: deps.timers,
+      maxConcurrent: deps.policy.maxConcurrent,
+      maxConcurrentPerEndpoint: deps.policy.maxConcurrentPerEndpoint,
+      retryAfterErrorMs: 1_000,
+      run: (deliveryId) => this.attempt(deliveryId),
+      onError: (err, deliveryId) => deps.logger.warn({ err, delivery_id: deliveryId }, 'delivery attempt not recorded; will try again'),
+    });
+  }
+
+  /** Every delivery pending or between retries when the service last stopped goes back on the schedule. */
+  async resume(): Promise<number> {
+    const pending = await this.deps.readModels
+      .collection<DeliveryDoc>(Collections.deliveries)
+      .find({ status: 'pending' }, { sort: { next_attempt_at: 1 } });
+    for (const d of pending) this.scheduler.schedule(d._id, d.webhook_id, d.next_attempt_at ?? this.deps.clock.now());
+    return pending.length;
+  }
+
+  /** The durable consumer's handler: idempotent, since the bus redelivers after a crash. */
+  async onVideoEvent(event: StoredEvent): Promise<void> {
+    const type = event.type as VideoNotificationType;
+    const schema = VideoNotifications[type];
+    if (!schema) return;
+    const parsed = schema.safeParse(event.data);
+    if (!parsed.success) {
+      // No redelivery can fix a malformed event; say so rather than block the consumer forever.
+      this.deps.logger.error({ event_id: event.id, type }, 'video event does not match its contract; not delivered');
+      return;
+    }
+    const envelope: WebhookEnvelope = {
+      id: webhookEventId(event.id),
+      type: WEBHOOK_TYPE_OF[type],
+      created: unixSeconds(event.created),
+      data: parsed.data.video,
+    };
+    const webhooks = await this.deps.readModels
+      .collection<WebhookDoc>(Collections.webhooks)
+      .find({ org_id: parsed.data.org_id, is_active: true, events: envelope.type });
+    for (const webhook of webhooks) await this.schedule(webhook._id, webhook.org_id, envelope);
+  }
+
+  async schedule(webhookId: string, orgId: string, envelope: WebhookEnvelope): Promise<void> {
+    const deliveryId = deliveryIdOf(envelope.id, webhookId);
+    const { state } = await this.delivery({
+      type: 'ScheduleDelivery',
+      deliveryId,
+      webhookId,
+      orgId,
+      event: envelope,
+      now: this.deps.clock.now(),
+      delays: this.deps.policy.retryDelaysMs,
+    });
+    if (state.status === 'pending' && state.nextAttemptAt !== null) this.scheduler.schedule(deliveryId, webhookId, state.nextAttemptAt);
+  }
+
+  /** Sends a failed delivery again with a fresh schedule (same event id); the caller checked ownership. */
+  async requeue(deliveryId: string, webhookId: string, orgId: string) {
+    const result = await this.delivery({
+      type: 'RequeueDelivery',
+      deliveryId,
+      webhookId,
+      orgId,
+      now: this.deps.clock.now(),
+      delays: this.deps.policy.retryDelaysMs,
+    });
+    const { state } = result;
+    if (state.status === 'pending' && state.nextAttemptAt !== null) this.scheduler.schedule(deliveryId, webhookId, state.nextAttemptAt);
+    return result;
+  }
+
+  async attempt(deliveryId: string): Promise<void> {
+    const { eventStore, clock, policy } = this.deps;
+    const { state } = await aggregateStream(eventStore, deliveryStream(deliveryId), deliveryDecider);
+    if (state.status !== 'pending' || state.nextAttemptAt === null) return;
+    if (state.nextAttemptAt > clock.now()) {
+      this.scheduler.schedule(deliveryId, state.webhookId, state.nextAttemptAt);
+      return;
+    }
+    const { state: webhook } = await aggregateStream(eventStore, webhookStream(state.webhookId), webhookDecider);
+    if (webhook.status !== 'present' || !webhook.isActive) {
+      const reason = webhook.status === 'present' ? 'webhook_inactive' : 'webhook_deleted';
+      await this.delivery({ type: 'AbandonDelivery', deliveryId, at: clock.now(), reason });
+      return;
+    }
+    const attempt = state.attempts + 1;
+    const nowSeconds = unixSeconds(clock.now());
+    const request = signedRequest(
+      webhook.url,
+      state.event,
+      signingSecrets(webhook, this.deps.secrets, nowSeconds),
+      nowSeconds,
+      attempt,
+      this.deps.userAgent,
+    );
+    const outcome = await this.deps.sender.send(request);
+    const at = clock.now();
+    const recorded = await this.delivery({ type: 'RecordAttempt', deliveryId, attempt, at, outcome, delays: policy.retryDelaysMs });
+    if (recorded.events.length === 0) return;
+    await this.webhook({
+      type: 'RecordAttempt',
+      webhookId: state.webhookId,
+      success: outcome.success,
+      at: unixSeconds(at),
+      disableAfterFailures: policy.disableAfterFailures,
+    });
+    const next = recorded.state;
+    if (next.status === 'pending' && next.nextAttemptAt !== null) this.scheduler.schedule(deliveryId, state.webhookId, next.nextAttemptAt);
+  }
+
+  stop(): Promise<void> {
+    return this.scheduler.stop();
+  }
+
+  private delivery(command: DeliveryCommand) {
+    return this.deps.commands.handle(deliveryStream(command.deliveryId), deliveryDecider, command);
+  }
+
+  private webhook(command: WebhookCommand) {
+    return this.deps.commands.handle(webhookStream(command.webhookId), webhookDecider, command);
+  }
+}

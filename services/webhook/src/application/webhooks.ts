@@ -1,0 +1,310 @@
+import { randomBytes } from 'node:crypto';
+import {
+  type Clock,
+  type CreatedWebhook,
+  type DeliveryAttempt,
+  DomainError,
+  type IdSource,
+  invalidRequest,
+  MAX_RECOVER_WINDOW_SECONDS,
+  MAX_WEBHOOKS_PER_ORGANIZATION,
+  type TestDeliveryResult,
+  unixSeconds,
+  type VideoEventData,
+  type Webhook,
+  type WebhookEventType,
+  type WebhookMessage,
+  webhookEventId,
+} from '@oc/contracts';
+import { aggregateStream, type CommandHandler, type EventStore } from '@oc/eventstore';
+import type { ProjectionRunner, ReadModelStore } from '@oc/readmodel';
+import type { WebhookSender } from '../adapters/http-sender';
+import type { SecretBox } from '../adapters/secret-box';
+import { deliveryDecider, deliveryStream } from '../domain/delivery';
+import { formatSecret } from '../domain/signature';
+import { type WebhookCommand, webhookDecider, webhookStream } from '../domain/webhook';
+import { type AttemptDoc, Collections, type DeliveryDoc, type WebhookDoc } from '../projections/documents';
+import { type Deliveries, signedRequest, signingSecrets } from './deliveries';
+import { pageAfter } from './pagination';
+
+export interface RegistrationPolicy {
+  /** Development only: `http://` URLs for local receivers. */
+  allowPlainHttp: boolean;
+  /** How long a rotated-out secret still signs deliveries. */
+  rotationGraceSeconds: number;
+}
+
+export interface WebhookServiceDeps {
+  eventStore: EventStore;
+  commands: CommandHandler;
+  readModels: ReadModelStore;
+  projections: ProjectionRunner;
+  deliveries: Deliveries;
+  sender: WebhookSender;
+  secrets: SecretBox;
+  clock: Clock;
+  ids: IdSource;
+  policy: RegistrationPolicy;
+  userAgent: string;
+  /** 32 random bytes for a new secret; injected so tests can pin them. */
+  secretBytes?: () => Buffer;
+}
+
+/** Registration, the test operation, rotation, and the owner's view of deliveries. */
+export class WebhookService {
+  constructor(private readonly deps: WebhookServiceDeps) {}
+
+  private get webhooks() {
+    return this.deps.readModels.collection<WebhookDoc>(Collections.webhooks);
+  }
+
+  /** Runs a command and waits for the read models to show it, so the caller reads its own write. */
+  private async webhook(command: WebhookCommand) {
+    const result = await this.deps.commands.handle(webhookStream(command.webhookId), webhookDecider, command);
+    if (result.appended) await this.deps.projections.waitFor(result.appended.position);
+    return result;
+  }
+
+  private newSecret(): string {
+    return formatSecret((this.deps.secretBytes ?? (() => randomBytes(32)))());
+  }
+
+  private checkUrl(url: string) {
+    if (new URL(url).protocol !== 'https:' && !this.deps.policy.allowPlainHttp) {
+      throw invalidRequest('invalid_url', "Invalid 'url': webhook URLs must use https://.", 'url');
+    }
+  }
+
+  private async ownedDoc(orgId: string, webhookId: string): Promise<WebhookDoc> {
+    const doc = await this.webhooks.findOne({ _id: webhookId, org_id: orgId });
+    if (!doc) throw new DomainError({ kind: 'NotFound', resource: 'webhook', id: webhookId });
+    return doc;
+  }
+
+  async create(m: WebhookMessage<'create'>): Promise<CreatedWebhook> {
+    this.checkUrl(m.url);
+    // Read-model count: two concurrent creates may both pass at the limit; the bound is about abuse, not exactness.
+    if ((await this.webhooks.count({ org_id: m.org_id })) >= MAX_WEBHOOKS_PER_ORGANIZATION) {
+      throw invalidRequest(
+        'webhook_limit_reached',
+        `An organization can have at most ${MAX_WEBHOOKS_PER_ORGANIZATION} webhooks; delete one first.`,
+      );
+    }
+    const webhookId = this.deps.ids.next('wh_');
+    const secret = this.newSecret();
+    await this.webhook({
+      type: 'CreateWebhook',
+      webhookId,
+      orgId: m.org_id,
+      url: m.url,
+      events: m.events,
+      description: m.description ?? '',
+      sealedSecret: this.deps.secrets.seal(secret),
+      now: unixSeconds(this.deps.clock.now()),
+    });
+    return { ...toWebhook(await this.ownedDoc(m.org_id, webhookId)), secret };
+  }
+
+  async list(m: WebhookMessage<'list'>) {
+    const docs = await this.webhooks.find({ org_id: m.org_id }, { sort: { created: -1, _id: -1 }, limit: MAX_WEBHOOKS_PER_ORGANIZATION * 2 });
+    return {
+      object: 'list' as const,
+      data: docs.map((d) => ({ id: d._id, object: 'webhook' as const, url: d.url, events: d.events, is_active: d.is_active, created: d.created })),
+      has_more: false,
+    };
+  }
+
+  async get(m: WebhookMessage<'get'>): Promise<Webhook> {
+    return toWebhook(await this.ownedDoc(m.org_id, m.webhook_id));
+  }
+
+  async update(m: WebhookMessage<'update'>): Promise<Webhook> {
+    const { changes } = m;
+    if (changes.url !== undefined) this.checkUrl(changes.url);
+    await this.webhook({
+      type: 'UpdateWebhook',
+      webhookId: m.webhook_id,
+      orgId: m.org_id,
+      url: changes.url,
+      events: changes.events,
+      description: changes.description,
+      isActive: changes.is_active,
+    });
+    return this.get(m);
+  }
+
+  async delete(m: WebhookMessage<'delete'>) {
+    await this.webhook({ type: 'DeleteWebhook', webhookId: m.webhook_id, orgId: m.org_id, now: unixSeconds(this.deps.clock.now()) });
+    return { id: m.webhook_id, object: 'webhook' as const, deleted: true as const };
+  }
+
+  async rotateSecret(m: WebhookMessage<'rotateSecret'>) {
+    const secret = this.newSecret();
+    const expires = unixSeconds(this.deps.clock.now()) + this.deps.policy.rotationGraceSeconds;
+    await this.webhook({
+      type: 'RotateSecret',
+      webhookId: m.webhook_id,
+      orgId: m.org_id,
+      sealedSecret: this.deps.secrets.seal(secret),
+      previousSecretExpiresAt: expires,
+    });
+    return { id: m.webhook_id, object: 'webhook_secret' as const, secret, previous_secret_expires_at: expires };
+  }
+
+  /**
+   * Sends one signed event with fake data now, to an active or inactive webhook alike, and reports what
+   * the endpoint answered. It is not a delivery: it neither counts toward auto-disable nor enters the log.
+   */
+  async test(m: WebhookMessage<'test'>): Promise<TestDeliveryResult> {
+    const { state } = await aggregateStream(this.deps.eventStore, webhookStream(m.webhook_id), webhookDecider);
+    if (state.status !== 'present' || state.orgId !== m.org_id) {
+      throw new DomainError({ kind: 'NotFound', resource: 'webhook', id: m.webhook_id });
+    }
+    const nowSeconds = unixSeconds(this.deps.clock.now());
+    const envelope = {
+      id: webhookEventId(`test${this.deps.ids.next('')}`),
+      type: m.event_type,
+      created: nowSeconds,
+      data: fakeVideo(m.event_type, nowSeconds),
+    };
+    const request = signedRequest(state.url, envelope, signingSecrets(state, this.deps.secrets, nowSeconds), nowSeconds, 1, this.deps.userAgent);
+    const outcome = await this.deps.sender.send(request);
+    if (outcome.success) {
+      return {
+        success: true,
+        status_code: outcome.statusCode!,
+        response_time_ms: outcome.durationMs,
+        delivered_at: unixSeconds(this.deps.clock.now()),
+      };
+    }
+    return {
+      success: false,
+      status_code: outcome.statusCode,
+      response_time_ms: outcome.durationMs,
+      message: outcome.error ?? 'delivery failed',
+    };
+  }
+
+  async listDeliveries(m: WebhookMessage<'listDeliveries'>) {
+    await this.ownedDoc(m.org_id, m.webhook_id);
+    const attempts = this.deps.readModels.collection<AttemptDoc>(Collections.attempts);
+    const page = await pageAfter(attempts, { webhook_id: m.webhook_id, org_id: m.org_id }, 'position', m);
+    return { object: 'list' as const, data: page.data.map(toAttempt), has_more: page.has_more };
+  }
+
+  async retryDelivery(m: WebhookMessage<'retryDelivery'>) {
+    const webhook = await this.ownedDoc(m.org_id, m.webhook_id);
+    this.requireActive(webhook);
+    const result = await this.deps.deliveries.requeue(m.delivery_id, m.webhook_id, m.org_id);
+    if (result.appended) await this.deps.projections.waitFor(result.appended.position);
+    return this.deliveryView(m.delivery_id);
+  }
+
+  /** Resends every failed delivery of the webhook created since `since`, at most 14 days back. */
+  async recover(m: WebhookMessage<'recover'>) {
+    const webhook = await this.ownedDoc(m.org_id, m.webhook_id);
+    this.requireActive(webhook);
+    const now = unixSeconds(this.deps.clock.now());
+    if (m.since < now - MAX_RECOVER_WINDOW_SECONDS || m.since > now) {
+      throw invalidRequest('invalid_since', "Invalid 'since': it must be within the last 14 days.", 'since');
+    }
+    const failed = await this.deps.readModels
+      .collection<DeliveryDoc>(Collections.deliveries)
+      .find({ webhook_id: m.webhook_id, org_id: m.org_id, status: 'failed', created: { $gte: m.since } }, { sort: { created: 1 } });
+    let last = -1;
+    for (const d of failed) {
+      const result = await this.deps.deliveries.requeue(d._id, m.webhook_id, m.org_id);
+      if (result.appended) last = Math.max(last, result.appended.position);
+    }
+    if (last >= 0) await this.deps.projections.waitFor(last);
+    return { object: 'webhook_recovery' as const, webhook_id: m.webhook_id, since: m.since, requeued: failed.length };
+  }
+
+  async ping() {
+    await this.deps.readModels.ping();
+    return { status: 'ok' as const };
+  }
+
+  private requireActive(webhook: WebhookDoc) {
+    if (!webhook.is_active) {
+      throw invalidRequest('webhook_inactive', `Webhook '${webhook._id}' is inactive; re-enable it with PATCH {"is_active": true} first.`);
+    }
+  }
+
+  private async deliveryView(deliveryId: string) {
+    const { state } = await aggregateStream(this.deps.eventStore, deliveryStream(deliveryId), deliveryDecider);
+    if (state.status === 'absent') throw new DomainError({ kind: 'NotFound', resource: 'webhook_delivery', id: deliveryId });
+    const doc = await this.deps.readModels.collection<DeliveryDoc>(Collections.deliveries).findOne({ _id: deliveryId });
+    return {
+      id: state.deliveryId,
+      object: 'webhook_delivery' as const,
+      webhook_id: state.webhookId,
+      event_id: state.event.id,
+      event_type: state.event.type,
+      status: state.status,
+      attempts: state.attempts,
+      next_attempt_at: state.nextAttemptAt === null ? null : unixSeconds(state.nextAttemptAt),
+      created: doc?.created ?? state.event.created,
+    };
+  }
+}
+
+const toWebhook = (doc: WebhookDoc): Webhook => ({
+  id: doc._id,
+  object: 'webhook',
+  url: doc.url,
+  events: doc.events,
+  description: doc.description,
+  is_active: doc.is_active,
+  created: doc.created,
+  last_success_at: doc.last_success_at,
+  last_failure_at: doc.last_failure_at,
+  failure_count: doc.failure_count,
+});
+
+const toAttempt = (doc: AttemptDoc): DeliveryAttempt => ({
+  id: doc._id,
+  object: 'webhook_delivery_attempt',
+  delivery_id: doc.delivery_id,
+  event_id: doc.event_id,
+  event_type: doc.event_type,
+  attempt: doc.attempt,
+  success: doc.success,
+  status_code: doc.status_code,
+  duration_ms: doc.duration_ms,
+  error: doc.error,
+  response_body: doc.response_body,
+  delivery_status: doc.delivery_status,
+  created: doc.created,
+});
+
+/** What the test operation sends: the shape of a real event of that type, plainly marked as a test. */
+function fakeVideo(type: WebhookEventType, now: number): VideoEventData {
+  const base = {
+    id: 'video_test',
+    object: 'video' as const,
+    created: now,
+    model: 'video-2',
+    prompt: 'A test event from POST /v1/webhooks/{id}/test',
+  };
+  switch (type) {
+    case 'video.processing':
+      return { ...base, status: 'in_progress', progress: 10, url: null };
+    case 'video.completed':
+      return {
+        ...base,
+        status: 'completed',
+        progress: 100,
+        url: 'https://example.com/video_test.mp4',
+        seconds: '4',
+        size: '1280x720',
+        cost: { amount: 0, currency: 'usd' },
+      };
+    case 'video.failed':
+      return { ...base, status: 'failed', progress: 35, url: null, error: { code: 'generation_failed', message: 'A test failure.' } };
+    default: {
+      const never: never = type;
+      return never;
+    }
+  }
+}

@@ -1,0 +1,6 @@
+export * from './app';
+export * from './application/webhooks';
+export * from './application/deliveries';
+export * from './application/scheduler';
+export { SecretBox } from './adapters/secret-box';
+export { HttpWebhookSender, type WebhookSender, type WebhookRequest } from './adapters/http-sender';
