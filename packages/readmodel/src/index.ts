@@ -1,1 +1,4 @@
 export * from './port';
+export * from './memory';
+export * from './mongodb';
+export * from './projection';

@@ -1,0 +1,7 @@
+import { MemoryReadModelStore } from '../src/memory';
+import { readModelContract } from './contract';
+
+readModelContract('memory', async () => {
+  const store = new MemoryReadModelStore();
+  return { store, close: () => store.close() };
+});

@@ -1,0 +1,226 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { SqliteEventStore } from '@oc/eventstore';
+import { MemoryReadModelStore } from '../src/memory';
+import type { Document } from '../src/port';
+import { documentProjection, ProjectionRunner, type Projection } from '../src/projection';
+
+interface Cart extends Document {
+  items: string[];
+}
+
+const carts = documentProjection<Cart>({
+  name: 'carts',
+  collection: 'carts',
+  canHandle: ['CartOpened', 'ItemAdded', 'CartClosed'],
+  documentId: (event) => (event.data as { cartId: string }).cartId,
+  evolve(cart, event) {
+    const data = event.data as { cartId: string; item?: string };
+    switch (event.type) {
+      case 'CartOpened':
+        return { _id: data.cartId, items: [] };
+      case 'ItemAdded':
+        return cart && { ...cart, items: [...cart.items, data.item!] };
+      case 'CartClosed':
+        return null;
+      default:
+        return cart;
+    }
+  },
+});
+
+/** Not idempotent on purpose: applying an event twice shows in the total. */
+function counter(name: string, canHandle = ['Counted']): Projection {
+  return {
+    name,
+    canHandle,
+    async handle(_event, ctx) {
+      const totals = ctx.collection<Document & { count: number }>('totals');
+      const total = await totals.findOne({ _id: name });
+      await totals.upsert({ _id: name, count: (total?.count ?? 0) + 1 });
+    },
+  };
+}
+
+function deferred() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+const runners: ProjectionRunner[] = [];
+const eventStores: SqliteEventStore[] = [];
+afterEach(async () => {
+  await Promise.all(runners.splice(0).map((runner) => runner.stop()));
+  await Promise.all(eventStores.splice(0).map((store) => store.close()));
+});
+
+function newEventStore(): SqliteEventStore {
+  const store = new SqliteEventStore({ filename: ':memory:' });
+  eventStores.push(store);
+  return store;
+}
+
+function given(
+  projections: Projection[],
+  { eventStore = newEventStore(), readModels = new MemoryReadModelStore(), onError = vi.fn() } = {},
+) {
+  const runner = new ProjectionRunner(eventStore, readModels, projections, { onError });
+  runners.push(runner);
+  const append = (type: string, data: unknown = {}) =>
+    eventStore.appendToStream('stream-1', [{ type, data }], { expectedRevision: 'any' }).then((r) => r.position);
+  const total = async (name: string) =>
+    (await readModels.collection<Document & { count: number }>('totals').findOne({ _id: name }))?.count ?? 0;
+  return { runner, eventStore, readModels, onError, append, total };
+}
+
+describe('ProjectionRunner', () => {
+  it('catches up with the events appended before start', async () => {
+    const { runner, readModels, append } = given([carts]);
+    await append('CartOpened', { cartId: 'c1' });
+    const last = await append('ItemAdded', { cartId: 'c1', item: 'tea' });
+
+    await runner.start();
+
+    expect(runner.position).toBe(last);
+    expect(await readModels.collection('carts').findOne({ _id: 'c1' })).toEqual({ _id: 'c1', items: ['tea'] });
+  });
+
+  it('projects events appended after start', async () => {
+    const { runner, readModels, append } = given([carts]);
+    await runner.start();
+
+    const position = await append('CartOpened', { cartId: 'c1' });
+    await runner.waitFor(position);
+
+    expect(await readModels.collection('carts').findOne({ _id: 'c1' })).toEqual({ _id: 'c1', items: [] });
+  });
+
+  it('creates, updates and deletes documents through evolve', async () => {
+    const { runner, readModels, append } = given([carts]);
+    const cart = () => readModels.collection('carts').findOne({ _id: 'c1' });
+    await runner.start();
+
+    await runner.waitFor(await append('CartOpened', { cartId: 'c1' }));
+    expect(await cart()).toEqual({ _id: 'c1', items: [] });
+
+    await append('ItemAdded', { cartId: 'c1', item: 'tea' });
+    await runner.waitFor(await append('ItemAdded', { cartId: 'c1', item: 'milk' }));
+    expect(await cart()).toEqual({ _id: 'c1', items: ['tea', 'milk'] });
+
+    await runner.waitFor(await append('CartClosed', { cartId: 'c1' }));
+    expect(await cart()).toBeNull();
+  });
+
+  it('resolves waitFor only once the event is projected', async () => {
+    const entered = deferred();
+    const release = deferred();
+    const gated: Projection = {
+      ...counter('gated'),
+      async handle(event, ctx) {
+        entered.resolve();
+        await release.promise;
+        await counter('gated').handle(event, ctx);
+      },
+    };
+    const { runner, append, total } = given([gated]);
+    await runner.start();
+    const position = await append('Counted');
+    let resolved = false;
+    const waiting = runner.waitFor(position).then(() => (resolved = true));
+
+    await entered.promise;
+    expect(resolved).toBe(false);
+
+    release.resolve();
+    await waiting;
+    expect(await total('gated')).toBe(1);
+  });
+
+  it('rejects waitFor when the position is not reached in time', async () => {
+    const release = deferred();
+    const stuck: Projection = { name: 'stuck', canHandle: ['Counted'], handle: () => release.promise };
+    const { runner, append } = given([stuck]);
+    await runner.start();
+    const position = await append('Counted');
+
+    await expect(runner.waitFor(position, 10)).rejects.toThrow(`did not reach position ${position} within 10 ms`);
+
+    release.resolve();
+    await runner.waitFor(position);
+  });
+
+  it('advances the position for events no projection handles', async () => {
+    const { runner, append } = given([carts]);
+    await runner.start();
+
+    const position = await append('SomethingElse');
+
+    await runner.waitFor(position);
+    expect(runner.position).toBe(position);
+  });
+
+  it('re-applies nothing after a restart on a persistent read-model store', async () => {
+    const { runner, eventStore, readModels, append, total } = given([counter('count')]);
+    await append('Counted');
+    await append('Counted');
+    await runner.start();
+    await runner.stop();
+    await append('Counted');
+
+    const restarted = given([counter('count')], { eventStore, readModels }).runner;
+    await restarted.start();
+
+    expect(await total('count')).toBe(3);
+    expect(await readModels.loadCheckpoint('count')).toBe(3);
+  });
+
+  it('catches a new projection up from the beginning while the others skip what they applied', async () => {
+    const { runner, eventStore, readModels, append, total } = given([counter('old')]);
+    await append('Counted');
+    await runner.start();
+    await runner.stop();
+    await append('Counted');
+
+    const restarted = given([counter('old'), counter('new')], { eventStore, readModels }).runner;
+    await restarted.start();
+
+    expect(await total('old')).toBe(2);
+    expect(await total('new')).toBe(2);
+  });
+
+  it('stops and reports when a projection fails on a live event', async () => {
+    const failure = new Error('projection bug');
+    const failing: Projection = {
+      name: 'failing',
+      canHandle: ['Counted', 'Boom'],
+      async handle(event, ctx) {
+        if (event.type === 'Boom') throw failure;
+        await counter('failing').handle(event, ctx);
+      },
+    };
+    const { runner, readModels, onError, append, total } = given([failing]);
+    await runner.start();
+
+    const first = await append('Counted');
+    await append('Boom');
+    const last = await append('Counted');
+
+    await expect(runner.waitFor(last)).rejects.toBe(failure);
+    expect(onError).toHaveBeenCalledExactlyOnceWith(failure);
+    expect(runner.position).toBe(first);
+    expect(await total('failing')).toBe(1);
+    expect(await readModels.loadCheckpoint('failing')).toBe(first);
+  });
+
+  it('rejects start when a projection fails while catching up, keeping its checkpoint before the failure', async () => {
+    const failure = new Error('projection bug');
+    const failing: Projection = { name: 'failing', canHandle: ['Boom'], handle: () => Promise.reject(failure) };
+    const { runner, readModels, onError, append } = given([failing]);
+    const position = await append('Boom');
+
+    await expect(runner.start()).rejects.toBe(failure);
+    await expect(runner.waitFor(position)).rejects.toBe(failure);
+    expect(onError).not.toHaveBeenCalled();
+    expect(await readModels.loadCheckpoint('failing')).toBeUndefined();
+  });
+});
