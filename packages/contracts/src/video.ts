@@ -1,0 +1,156 @@
+import { z } from 'zod';
+import { ApiError } from './errors';
+import { VideoNotifications } from './video-events';
+
+export const VIDEO_MODELS = ['video-2', 'video-2-pro'] as const;
+export const VIDEO_SIZES = ['1280x720', '720x1280', '1024x1792', '1792x1024'] as const;
+export const VIDEO_SECONDS = ['4', '8', '12'] as const;
+export const VIDEO_STATUSES = ['queued', 'in_progress', 'completed', 'failed'] as const;
+export const VIDEO_FAILURE_CODES = ['content_policy_violation', 'generation_failed', 'timeout', 'insufficient_quota'] as const;
+/** OpenAI's download variants; `spritesheet` is refused with 400 because no sprite sheet is produced. */
+export const VIDEO_CONTENT_VARIANTS = ['video', 'thumbnail'] as const;
+
+export type VideoModel = (typeof VIDEO_MODELS)[number];
+export type VideoSize = (typeof VIDEO_SIZES)[number];
+export type VideoSeconds = (typeof VIDEO_SECONDS)[number];
+export type VideoStatus = (typeof VIDEO_STATUSES)[number];
+export type VideoFailureCode = (typeof VIDEO_FAILURE_CODES)[number];
+export type VideoContentVariant = (typeof VIDEO_CONTENT_VARIANTS)[number];
+
+const Prompt = z.string().min(10).max(500);
+
+// ---------- HTTP bodies and queries ----------
+
+export const CreateVideoBody = z.strictObject({
+  model: z.enum(VIDEO_MODELS, { error: `model must be one of ${VIDEO_MODELS.join(', ')}` }),
+  prompt: Prompt,
+  seconds: z.enum(VIDEO_SECONDS, { error: "seconds must be '4', '8' or '12' (a string)" }),
+  size: z.enum(VIDEO_SIZES, { error: `size must be one of ${VIDEO_SIZES.join(', ')}` }),
+});
+export type CreateVideoRequest = z.infer<typeof CreateVideoBody>;
+
+/** The spec's codes per parameter: `invalid_model`, `invalid_seconds`; a missing one is `missing_parameter`. */
+export const CREATE_VIDEO_CODES = {
+  model: 'invalid_model',
+  seconds: 'invalid_seconds',
+  size: 'invalid_size',
+  prompt: 'invalid_prompt',
+} as const;
+
+export const RemixVideoBody = z.strictObject({ prompt: Prompt });
+
+export const ListVideosQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  after: z.string().min(1).max(200).optional(),
+  order: z.enum(['asc', 'desc']).default('desc'),
+});
+
+export const VideoContentQuery = z.object({
+  variant: z.enum(VIDEO_CONTENT_VARIANTS, { error: "variant must be 'video' or 'thumbnail'" }).default('video'),
+});
+
+/** Stripe's header, at most this long. */
+export const IdempotencyKeySchema = z.string().min(1).max(255);
+
+// ---------- The video resource ----------
+
+export const VideoCostSchema = z.object({ amount: z.number(), currency: z.literal('usd') });
+
+export const VideoSchema = z.object({
+  id: z.string(),
+  object: z.literal('video'),
+  created: z.int(),
+  model: z.enum(VIDEO_MODELS),
+  prompt: z.string(),
+  status: z.enum(VIDEO_STATUSES),
+  progress: z.int().min(0).max(100),
+  seconds: z.enum(VIDEO_SECONDS),
+  size: z.enum(VIDEO_SIZES),
+  url: z.string().nullable(),
+  error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  'x-cost': VideoCostSchema,
+  'x-storage-provider': z.enum(['upstream', 'object_store']),
+  'x-persisted': z.boolean(),
+  remixed_from_video_id: z.string().nullable(),
+  completed_at: z.int().nullable(),
+  /** When the temporary file goes away unless persisted first; null once persisted or before completion. */
+  expires_at: z.int().nullable(),
+});
+export type Video = z.infer<typeof VideoSchema>;
+
+export const DeletedVideoSchema = z.object({ id: z.string(), object: z.literal('video.deleted'), deleted: z.literal(true) });
+
+export const VideoListSchema = z.object({
+  object: z.literal('list'),
+  data: z.array(VideoSchema),
+  first_id: z.string().nullable(),
+  last_id: z.string().nullable(),
+  has_more: z.boolean(),
+});
+
+export const VideoContentInfoSchema = z.object({ content_type: z.string(), size: z.int().nonnegative() });
+export type VideoContentInfo = z.infer<typeof VideoContentInfoSchema>;
+
+/** Largest slice of a file one request/reply carries (base64 keeps it well under NATS's 1 MiB payload). */
+export const VIDEO_CONTENT_CHUNK_BYTES = 256 * 1024;
+
+export const contentPolicyViolation = (message: string) =>
+  new ApiError({ status: 422, type: 'invalid_request_error', code: 'content_policy_violation', message, param: 'prompt' });
+
+// ---------- NATS request/reply messages to the video service ----------
+
+const Caller = { org_id: z.string().min(1), mode: z.enum(['live', 'test']) };
+const VideoRef = { org_id: z.string().min(1), video_id: z.string().min(1) };
+
+export const VideoMessages = {
+  create: CreateVideoBody.extend({ ...Caller, idempotency_key: IdempotencyKeySchema.optional() }),
+  remix: RemixVideoBody.extend({ ...Caller, ...VideoRef, idempotency_key: IdempotencyKeySchema.optional() }),
+  get: z.object(VideoRef),
+  list: ListVideosQuery.extend({ org_id: z.string().min(1) }),
+  delete: z.object(VideoRef),
+  describeContent: z.object({ ...VideoRef, variant: z.enum(VIDEO_CONTENT_VARIANTS) }),
+  readContent: z.object({
+    ...VideoRef,
+    variant: z.enum(VIDEO_CONTENT_VARIANTS),
+    offset: z.int().nonnegative(),
+    length: z.int().positive().max(VIDEO_CONTENT_CHUNK_BYTES),
+  }),
+} as const;
+export type VideoMessage<K extends keyof typeof VideoMessages> = z.infer<(typeof VideoMessages)[K]>;
+
+// ---------- Domain events of the video service (stream `video-<id>`) ----------
+
+const VideoKey = { org_id: z.string(), video_id: z.string() };
+
+export const VideoEvents = {
+  VideoQueued: z.object({
+    ...VideoKey,
+    mode: z.enum(['live', 'test']),
+    model: z.enum(VIDEO_MODELS),
+    prompt: z.string(),
+    seconds: z.enum(VIDEO_SECONDS),
+    size: z.enum(VIDEO_SIZES),
+    cost_micros: z.int().nonnegative(),
+    remixed_from_video_id: z.string().nullable(),
+    /** Milliseconds; `created` of the resource is its Unix second. */
+    queued_at: z.int(),
+    idempotency_key: z.string().nullable(),
+    request_hash: z.string().nullable(),
+  }),
+  GenerationStarted: z.object({ ...VideoKey, provider: z.string(), upstream_id: z.string(), started_at: z.int() }),
+  VideoProgressed: z.object({ ...VideoKey, progress: z.int().min(1).max(99) }),
+  /** The file is in temporary (upstream) storage; comes right before `VideoCompleted`. */
+  VideoStored: z.object({ ...VideoKey, completed_at: z.int(), bytes: z.int().nonnegative() }),
+  VideoPersisted: z.object({ ...VideoKey, persisted_at: z.int(), url: z.string() }),
+  /** The temporary file was dropped without having been persisted: the video answers 410 from now on. */
+  VideoExpired: z.object({ ...VideoKey, expired_at: z.int() }),
+  VideoCharged: z.object({ ...VideoKey, amount_micros: z.int().nonnegative() }),
+  VideoRefunded: z.object({ ...VideoKey, amount_micros: z.int().nonnegative() }),
+  VideoDeleted: z.object({ ...VideoKey, deleted_at: z.int() }),
+  ...VideoNotifications,
+} as const;
+
+export type VideoEventType = keyof typeof VideoEvents;
+export type VideoEvent = {
+  [K in VideoEventType]: { type: K; data: z.infer<(typeof VideoEvents)[K]> };
+}[VideoEventType];

@@ -1,0 +1,126 @@
+import { join } from 'node:path';
+import type { Clock, IdSource } from '@oc/contracts';
+import { CommandHandler, type EventStore } from '@oc/eventstore';
+import type { ServiceClient } from '@oc/messaging';
+import { ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
+import { type DynamicModule, Module } from '@nestjs/common';
+import type { Logger } from 'pino';
+import { billingOver } from './adapters/billing-client';
+import { FfmpegRenderer } from './adapters/ffmpeg-renderer';
+import { LocalFileStore } from './adapters/local-file-store';
+import { OpenAiVideoProvider } from './adapters/openai-provider';
+import { ClockScheduler } from './adapters/scheduler';
+import { SimulatedProvider } from './adapters/simulator';
+import { type JobTimings, VideoJobs } from './application/jobs';
+import type { FileStore, Renderer, Scheduler, VideoProvider } from './application/ports';
+import { VideoService } from './application/videos';
+import type { VideoConfig } from './config';
+import { videoProjections } from './projections/video-projections';
+import { LOGGER, VIDEO_SERVICE, VideoController } from './transport/video.controller';
+
+export interface VideoRuntime {
+  eventStore: EventStore;
+  readModels: ReadModelStore;
+  /** To reach billing. */
+  client: ServiceClient;
+  clock: Clock;
+  ids: IdSource;
+  logger: Logger;
+  config: VideoConfig;
+  /** Absolute base of `url` values (PUBLIC_BASE_URL). */
+  publicBaseUrl: string;
+  /** Temporary (upstream) files under `<dataDir>/upstream`, permanent ones under `<dataDir>/objects`. */
+  dataDir: string;
+  scheduler?: Scheduler;
+}
+
+@Module({})
+export class VideoModule {
+  static register(service: VideoService, logger: Logger): DynamicModule {
+    return {
+      module: VideoModule,
+      controllers: [VideoController],
+      providers: [
+        { provide: VIDEO_SERVICE, useValue: service },
+        { provide: LOGGER, useValue: logger },
+      ],
+    };
+  }
+}
+
+function liveProvider(config: VideoConfig, simulator: VideoProvider): VideoProvider {
+  if (config.VIDEO_PROVIDER === 'simulator') return simulator;
+  if (!config.VIDEO_UPSTREAM_API_KEY) throw new Error('VIDEO_PROVIDER=openai needs VIDEO_UPSTREAM_API_KEY');
+  return new OpenAiVideoProvider({
+    baseUrl: config.VIDEO_UPSTREAM_BASE_URL,
+    apiKey: config.VIDEO_UPSTREAM_API_KEY,
+    models: config.VIDEO_UPSTREAM_MODELS,
+    pollIntervalMs: config.VIDEO_UPSTREAM_POLL_MS,
+  });
+}
+
+/** Builds the video service, catches its read model up, and resumes every unfinished job. */
+export async function createVideo(runtime: VideoRuntime) {
+  const { config, clock, logger } = runtime;
+  const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, videoProjections, {
+    onError: (err) => logger.error({ err }, 'video projection stopped'),
+  });
+  await projections.start();
+  const renderer: Renderer = new FfmpegRenderer();
+  const simulator = new SimulatedProvider({
+    durationMs: config.SIM_VIDEO_DURATION_MS,
+    pollIntervalMs: config.SIM_VIDEO_POLL_MS,
+    renderer,
+  });
+  const scheduler = runtime.scheduler ?? new ClockScheduler(clock, (err, key) => logger.error({ err, key }, 'video task failed'));
+  const temporary: FileStore = new LocalFileStore(join(runtime.dataDir, 'upstream'));
+  const permanent: FileStore = new LocalFileStore(join(runtime.dataDir, 'objects'));
+  const commands = new CommandHandler(runtime.eventStore);
+  const billing = billingOver(runtime.client);
+  const timings: JobTimings = {
+    jobTimeoutMs: config.VIDEO_JOB_TIMEOUT_MS,
+    persistAfterMs: config.VIDEO_PERSIST_AFTER_MS,
+    tempTtlMs: config.VIDEO_TEMP_TTL_MS,
+    retryMs: config.VIDEO_RETRY_MS,
+  };
+  const base = runtime.publicBaseUrl.replace(/\/$/, '');
+  const jobs = new VideoJobs({
+    eventStore: runtime.eventStore,
+    commands,
+    readModels: runtime.readModels,
+    projections,
+    billing,
+    providers: { live: liveProvider(config, simulator), simulator },
+    temporary,
+    permanent,
+    renderer,
+    scheduler,
+    clock,
+    logger,
+    timings,
+    contentUrl: (videoId) => `${base}/v1/videos/${videoId}/content`,
+  });
+  const service = new VideoService({
+    commands,
+    readModels: runtime.readModels,
+    projections,
+    billing,
+    jobs,
+    temporary,
+    permanent,
+    clock,
+    ids: runtime.ids,
+    prices: config.VIDEO_PRICES,
+    timings,
+  });
+  await jobs.resume();
+  return {
+    service,
+    jobs,
+    module: VideoModule.register(service, logger),
+    async close() {
+      await scheduler.close();
+      await projections.stop();
+    },
+  };
+}

@@ -1,0 +1,259 @@
+import { createHash } from 'node:crypto';
+import {
+  ApiError,
+  type Clock,
+  conflict,
+  contentPolicyViolation,
+  type CreateVideoRequest,
+  DomainError,
+  type IdSource,
+  invalidRequest,
+  microsToUsd,
+  type Video,
+  type VideoContentInfo,
+  type VideoMessage,
+} from '@oc/contracts';
+import { type CommandHandler, KeyedMutex } from '@oc/eventstore';
+import type { ProjectionRunner, ReadModelStore } from '@oc/readmodel';
+import { violatesContentPolicy } from '../domain/content-policy';
+import { type PriceTable, videoPriceMicros } from '../domain/pricing';
+import { videoDecider, videoStream } from '../domain/video';
+import { Collections, type VideoDoc } from '../projections/documents';
+import { fileKey, type JobTimings, type VideoJobs } from './jobs';
+import { pageAfter } from './pagination';
+import type { Billing, FileStore } from './ports';
+
+export interface VideoServiceDeps {
+  commands: CommandHandler;
+  readModels: ReadModelStore;
+  projections: ProjectionRunner;
+  billing: Billing;
+  jobs: VideoJobs;
+  temporary: FileStore;
+  permanent: FileStore;
+  clock: Clock;
+  ids: IdSource;
+  prices: PriceTable;
+  timings: JobTimings;
+}
+
+/** Stripe's window: a key is remembered for 24 hours. */
+const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
+
+const CONTENT_TYPES = { video: 'video/mp4', thumbnail: 'image/webp' } as const;
+
+interface Caller {
+  org_id: string;
+  mode: 'live' | 'test';
+  idempotency_key?: string | undefined;
+}
+
+const seconds = (ms: number) => Math.floor(ms / 1000);
+
+export class VideoService {
+  /** Serializes requests that share an idempotency key, so the second one sees the first's video. */
+  private readonly idempotency = new KeyedMutex();
+
+  constructor(private readonly deps: VideoServiceDeps) {}
+
+  private get videos() {
+    return this.deps.readModels.collection<VideoDoc>(Collections.videos);
+  }
+
+  async create(m: VideoMessage<'create'>): Promise<Video> {
+    const request: CreateVideoRequest = { model: m.model, prompt: m.prompt, seconds: m.seconds, size: m.size };
+    return this.createVideo(m, request, null);
+  }
+
+  async remix(m: VideoMessage<'remix'>): Promise<Video> {
+    const source = await this.visible(m.org_id, m.video_id);
+    if (source.status !== 'completed') {
+      throw invalidRequest('video_not_completed', `Video ${source._id} is ${source.status}; only a completed video can be remixed.`);
+    }
+    const request: CreateVideoRequest = { model: source.model, prompt: m.prompt, seconds: source.seconds, size: source.size };
+    return this.createVideo(m, request, source._id);
+  }
+
+  async get(m: VideoMessage<'get'>): Promise<Video> {
+    return this.toVideo(await this.visible(m.org_id, m.video_id));
+  }
+
+  async list(m: VideoMessage<'list'>) {
+    const page = await pageAfter(this.videos, { org_id: m.org_id, deleted: false }, 'queued_at', m);
+    const data = page.data.map((doc) => this.toVideo(doc));
+    return {
+      object: 'list' as const,
+      data,
+      first_id: data[0]?.id ?? null,
+      last_id: data.at(-1)?.id ?? null,
+      has_more: page.has_more,
+    };
+  }
+
+  /** Removes the files at once; a job still running is cancelled and its reservation released. */
+  async delete(m: VideoMessage<'delete'>) {
+    const doc = await this.owned(m.org_id, m.video_id);
+    const result = await this.deps.commands.handle(videoStream(doc._id), videoDecider, {
+      type: 'DeleteVideo',
+      now: this.deps.clock.now(),
+    });
+    if (result.appended) await this.deps.projections.waitFor(result.appended.position);
+    const video = { orgId: doc.org_id, videoId: doc._id };
+    for (const store of [this.deps.temporary, this.deps.permanent]) {
+      for (const variant of ['video', 'thumbnail'] as const) await store.remove(fileKey(video, variant));
+    }
+    this.deps.jobs.track(doc._id);
+    return { id: doc._id, object: 'video.deleted' as const, deleted: true as const };
+  }
+
+  async describeContent(m: VideoMessage<'describeContent'>): Promise<VideoContentInfo> {
+    const { store, key } = await this.contentLocation(m);
+    const size = await store.size(key);
+    if (size === null) throw new Error(`Content of ${m.video_id} is missing from storage`);
+    return { content_type: CONTENT_TYPES[m.variant], size };
+  }
+
+  async readContent(m: VideoMessage<'readContent'>): Promise<{ data: string }> {
+    const { store, key } = await this.contentLocation(m);
+    return { data: (await store.read(key, m.offset, m.length)).toString('base64') };
+  }
+
+  private async contentLocation(m: { org_id: string; video_id: string; variant: 'video' | 'thumbnail' }) {
+    const doc = await this.visible(m.org_id, m.video_id);
+    if (doc.status !== 'completed') {
+      throw invalidRequest('video_not_ready', `Video ${doc._id} is ${doc.status}; its content is available once it is completed.`);
+    }
+    return {
+      store: doc.persisted ? this.deps.permanent : this.deps.temporary,
+      key: fileKey({ orgId: doc.org_id, videoId: doc._id }, m.variant),
+    };
+  }
+
+  private async createVideo(caller: Caller, request: CreateVideoRequest, remixedFrom: string | null): Promise<Video> {
+    if (violatesContentPolicy(request.prompt)) {
+      throw contentPolicyViolation('The prompt violates the content policy; nothing was created or charged.');
+    }
+    const key = caller.idempotency_key;
+    if (key === undefined) return this.queue(caller, request, remixedFrom, null);
+    const requestHash = createHash('sha256').update(JSON.stringify([remixedFrom, request])).digest('hex');
+    return this.idempotency.run(`${caller.org_id}\n${key}`, async () => {
+      const [first] = await this.videos.find(
+        { org_id: caller.org_id, idempotency_key: key, queued_at: { $gt: this.deps.clock.now() - IDEMPOTENCY_WINDOW_MS } },
+        { sort: { queued_at: -1 }, limit: 1 },
+      );
+      if (!first) return this.queue(caller, request, remixedFrom, { key, requestHash });
+      if (first.request_hash !== requestHash) {
+        throw conflict(
+          'idempotency_key_reused',
+          'This Idempotency-Key was already used with a different request in the last 24 hours; use a new key for a new request.',
+        );
+      }
+      return this.firstResponse(first);
+    });
+  }
+
+  private async queue(
+    caller: Caller,
+    request: CreateVideoRequest,
+    remixedFrom: string | null,
+    idempotency: { key: string; requestHash: string } | null,
+  ): Promise<Video> {
+    const videoId = this.deps.ids.next('video_');
+    const costMicros = videoPriceMicros(this.deps.prices, request.model, request.size, request.seconds);
+    const live = caller.mode === 'live';
+    if (live) {
+      const description = `Video ${videoId} (${request.model}, ${request.seconds}s, ${request.size})`;
+      const reply = await this.deps.billing.reserve(caller.org_id, videoId, costMicros, description);
+      if (!reply.ok) throw new ApiError(reply.error);
+    }
+    try {
+      const result = await this.deps.commands.handle(videoStream(videoId), videoDecider, {
+        type: 'QueueVideo',
+        orgId: caller.org_id,
+        videoId,
+        mode: caller.mode,
+        ...request,
+        costMicros,
+        remixedFromVideoId: remixedFrom,
+        idempotencyKey: idempotency?.key ?? null,
+        requestHash: idempotency?.requestHash ?? null,
+        now: this.deps.clock.now(),
+      });
+      await this.deps.projections.waitFor(result.appended!.position);
+    } catch (error) {
+      if (live) await this.deps.billing.release(caller.org_id, videoId);
+      throw error;
+    }
+    this.deps.jobs.track(videoId);
+    return this.firstResponse((await this.videos.findOne({ _id: videoId }))!);
+  }
+
+  /** Missing, deleted and other organizations' videos are all the same 404. */
+  private async owned(orgId: string, videoId: string): Promise<VideoDoc> {
+    const doc = await this.videos.findOne({ _id: videoId, org_id: orgId, deleted: false });
+    if (!doc) throw new DomainError({ kind: 'NotFound', resource: 'video', id: videoId });
+    return doc;
+  }
+
+  /** As `owned`, and 410 once a never-persisted file has outlived temporary storage. */
+  private async visible(orgId: string, videoId: string): Promise<VideoDoc> {
+    const doc = await this.owned(orgId, videoId);
+    if (this.isExpired(doc)) {
+      throw new ApiError({
+        status: 410,
+        type: 'invalid_request_error',
+        code: 'video_expired',
+        message: `Video ${videoId} expired: it is older than ${Math.round(this.deps.timings.tempTtlMs / 60_000)} minutes and was never persisted.`,
+      });
+    }
+    return doc;
+  }
+
+  private isExpired(doc: VideoDoc): boolean {
+    if (doc.status !== 'completed' || doc.persisted || doc.completed_at === null) return false;
+    return doc.expired || this.deps.clock.now() >= doc.completed_at + this.deps.timings.tempTtlMs;
+  }
+
+  /** The video as the create call answered it: queued, nothing generated yet. */
+  private firstResponse(doc: VideoDoc): Video {
+    return {
+      ...this.toVideo(doc),
+      status: 'queued',
+      progress: 0,
+      url: null,
+      error: null,
+      'x-storage-provider': 'upstream',
+      'x-persisted': false,
+      completed_at: null,
+      expires_at: null,
+    };
+  }
+
+  private toVideo(doc: VideoDoc): Video {
+    const completed = doc.status === 'completed' && doc.completed_at !== null;
+    return {
+      id: doc._id,
+      object: 'video',
+      created: doc.created,
+      model: doc.model,
+      prompt: doc.prompt,
+      status: doc.status,
+      progress: doc.progress,
+      seconds: doc.seconds,
+      size: doc.size,
+      url: completed ? doc.url : null,
+      error: doc.error,
+      'x-cost': { amount: microsToUsd(doc.cost_micros), currency: 'usd' },
+      'x-storage-provider': doc.persisted ? 'object_store' : 'upstream',
+      'x-persisted': doc.persisted,
+      remixed_from_video_id: doc.remixed_from_video_id,
+      completed_at: completed ? seconds(doc.completed_at!) : null,
+      expires_at: completed && !doc.persisted ? seconds(doc.completed_at! + this.deps.timings.tempTtlMs) : null,
+    };
+  }
+
+  async ping() {
+    await this.deps.readModels.ping();
+    return { status: 'ok' as const };
+  }
+}

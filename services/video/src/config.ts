@@ -1,0 +1,43 @@
+import { VIDEO_MODELS } from '@oc/contracts';
+import { z } from 'zod';
+import { DEFAULT_PRICES, PriceTableSchema } from './domain/pricing';
+
+const json = <T extends z.ZodType>(schema: T) =>
+  z
+    .string()
+    .transform((text, ctx) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'not valid JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+
+const ms = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+const MINUTE = 60_000;
+
+/** The video service's settings (its own process, and the standalone's share of the environment). */
+export const VideoConfigSchema = z.object({
+  /** Base of the absolute `url` values; the standalone defaults it to the address it listens on. */
+  PUBLIC_BASE_URL: z.url().optional(),
+  /** The upstream live keys use; test keys always use the simulator. */
+  VIDEO_PROVIDER: z.enum(['simulator', 'openai']).default('simulator'),
+  VIDEO_UPSTREAM_BASE_URL: z.url().default('https://api.openai.com/v1'),
+  VIDEO_UPSTREAM_API_KEY: z.string().optional(),
+  VIDEO_UPSTREAM_MODELS: json(z.record(z.enum(VIDEO_MODELS), z.string().min(1))).default({
+    'video-2': 'sora-2',
+    'video-2-pro': 'sora-2-pro',
+  }),
+  VIDEO_UPSTREAM_POLL_MS: ms(5_000),
+  SIM_VIDEO_DURATION_MS: ms(20_000),
+  SIM_VIDEO_POLL_MS: ms(1_000),
+  VIDEO_JOB_TIMEOUT_MS: ms(10 * MINUTE),
+  VIDEO_PERSIST_AFTER_MS: ms(45 * MINUTE),
+  VIDEO_TEMP_TTL_MS: ms(60 * MINUTE),
+  VIDEO_RETRY_MS: ms(5_000),
+  /** USD per second by model and size, e.g. `{"video-2":{"1280x720":0.1,...},...}`. */
+  VIDEO_PRICES: json(PriceTableSchema).default(DEFAULT_PRICES),
+});
+export type VideoConfig = z.infer<typeof VideoConfigSchema>;

@@ -1,0 +1,266 @@
+import {
+  DomainError,
+  microsToUsd,
+  type VideoEvent,
+  type VideoEventData,
+  type VideoFailureCode,
+  type VideoModel,
+  type VideoSeconds,
+  type VideoSize,
+  type VideoStatus,
+} from '@oc/contracts';
+
+/**
+ * One video job (stream `video-<id>`): its state machine (queued → in_progress → completed | failed),
+ * its storage sub-state (temporary, then persisted or expired) and whether its reservation has been
+ * settled. Times are milliseconds and arrive on the commands.
+ */
+export type VideoCommand =
+  | {
+      type: 'QueueVideo';
+      orgId: string;
+      videoId: string;
+      mode: 'live' | 'test';
+      model: VideoModel;
+      prompt: string;
+      seconds: VideoSeconds;
+      size: VideoSize;
+      costMicros: number;
+      remixedFromVideoId: string | null;
+      idempotencyKey: string | null;
+      requestHash: string | null;
+      now: number;
+    }
+  | { type: 'StartGeneration'; provider: string; upstreamId: string; now: number }
+  | { type: 'ReportProgress'; progress: number }
+  | { type: 'CompleteGeneration'; bytes: number; url: string; now: number }
+  | { type: 'FailGeneration'; code: VideoFailureCode; message: string }
+  | { type: 'PersistVideo'; url: string; now: number }
+  | { type: 'ExpireVideo'; now: number }
+  | { type: 'RecordSettlement'; outcome: 'charged' | 'refunded' }
+  | { type: 'DeleteVideo'; now: number };
+
+export interface ActiveVideo {
+  status: VideoStatus;
+  orgId: string;
+  videoId: string;
+  mode: 'live' | 'test';
+  model: VideoModel;
+  prompt: string;
+  seconds: VideoSeconds;
+  size: VideoSize;
+  costMicros: number;
+  remixedFromVideoId: string | null;
+  queuedAt: number;
+  progress: number;
+  url: string | null;
+  error: { code: VideoFailureCode; message: string } | null;
+  upstream: { provider: string; id: string; startedAt: number } | null;
+  completedAt: number | null;
+  persisted: boolean;
+  expired: boolean;
+  settled: boolean;
+  deleted: boolean;
+}
+
+export type VideoState = { status: 'absent' } | ActiveVideo;
+
+export const videoStream = (videoId: string) => `video-${videoId}`;
+
+const initialState = (): VideoState => ({ status: 'absent' });
+
+/** What the reservation of this video still needs: nothing, a capture (completed) or a release (failed, cancelled). */
+export function settlementDue(state: VideoState): 'capture' | 'release' | null {
+  if (state.status === 'absent' || state.mode === 'test' || state.settled) return null;
+  if (state.status === 'completed') return 'capture';
+  if (state.status === 'failed' || state.deleted) return 'release';
+  return null;
+}
+
+export const isRunning = (state: VideoState): state is ActiveVideo =>
+  state.status !== 'absent' && !state.deleted && (state.status === 'queued' || state.status === 'in_progress');
+
+/** The spec's Events `data` (with `cost`, not `x-cost`) for the video as it is after the event. */
+export function notificationData(state: ActiveVideo): VideoEventData {
+  const base: VideoEventData = {
+    id: state.videoId,
+    object: 'video',
+    created: Math.floor(state.queuedAt / 1000),
+    model: state.model,
+    prompt: state.prompt,
+    status: state.status,
+    progress: state.progress,
+    url: state.status === 'completed' ? state.url : null,
+  };
+  if (state.status === 'completed') {
+    return {
+      ...base,
+      seconds: state.seconds,
+      size: state.size,
+      cost: { amount: microsToUsd(state.costMicros), currency: 'usd' },
+    };
+  }
+  if (state.status === 'failed' && state.error) return { ...base, error: state.error };
+  return base;
+}
+
+function invalidState(message: string): never {
+  throw new DomainError({ kind: 'InvalidState', code: 'invalid_video_state', message });
+}
+
+function decide(command: VideoCommand, state: VideoState): VideoEvent[] {
+  if (command.type === 'QueueVideo') {
+    if (state.status !== 'absent') {
+      throw new DomainError({ kind: 'Conflict', code: 'video_exists', message: `Video ${command.videoId} already exists.` });
+    }
+    return [
+      {
+        type: 'VideoQueued',
+        data: {
+          org_id: command.orgId,
+          video_id: command.videoId,
+          mode: command.mode,
+          model: command.model,
+          prompt: command.prompt,
+          seconds: command.seconds,
+          size: command.size,
+          cost_micros: command.costMicros,
+          remixed_from_video_id: command.remixedFromVideoId,
+          queued_at: command.now,
+          idempotency_key: command.idempotencyKey,
+          request_hash: command.requestHash,
+        },
+      },
+    ];
+  }
+  if (state.status === 'absent') throw new DomainError({ kind: 'NotFound', resource: 'video', id: 'unknown' });
+  const key = { org_id: state.orgId, video_id: state.videoId };
+
+  // A refund is still owed after a cancelling delete; every other command finds a deleted video gone.
+  if (state.deleted && command.type !== 'RecordSettlement') {
+    throw new DomainError({ kind: 'NotFound', resource: 'video', id: state.videoId });
+  }
+
+  switch (command.type) {
+    case 'StartGeneration': {
+      if (state.status !== 'queued') return [];
+      const started: VideoEvent = {
+        type: 'GenerationStarted',
+        data: { ...key, provider: command.provider, upstream_id: command.upstreamId, started_at: command.now },
+      };
+      const next = evolve(state, started) as ActiveVideo;
+      return [started, { type: 'VideoProcessing', data: { org_id: state.orgId, video: notificationData(next) } }];
+    }
+
+    case 'ReportProgress': {
+      if (state.status !== 'in_progress') return [];
+      const progress = Math.min(99, Math.max(1, Math.round(command.progress)));
+      return progress > state.progress ? [{ type: 'VideoProgressed', data: { ...key, progress } }] : [];
+    }
+
+    case 'CompleteGeneration': {
+      if (state.status === 'completed') return [];
+      if (state.status !== 'in_progress') invalidState(`A ${state.status} video cannot complete.`);
+      const stored: VideoEvent = { type: 'VideoStored', data: { ...key, completed_at: command.now, bytes: command.bytes } };
+      const completed = { ...state, status: 'completed' as const, progress: 100, url: command.url, completedAt: command.now };
+      return [stored, { type: 'VideoCompleted', data: { org_id: state.orgId, video: notificationData(completed) } }];
+    }
+
+    case 'FailGeneration': {
+      if (state.status === 'failed') return [];
+      if (state.status === 'completed') invalidState('A completed video cannot fail.');
+      const failed = { ...state, status: 'failed' as const, error: { code: command.code, message: command.message } };
+      return [{ type: 'VideoFailed', data: { org_id: state.orgId, video: notificationData(failed) } }];
+    }
+
+    case 'PersistVideo':
+      if (state.status !== 'completed' || state.persisted || state.expired) return [];
+      return [{ type: 'VideoPersisted', data: { ...key, persisted_at: command.now, url: command.url } }];
+
+    case 'ExpireVideo':
+      if (state.status !== 'completed' || state.persisted || state.expired) return [];
+      return [{ type: 'VideoExpired', data: { ...key, expired_at: command.now } }];
+
+    case 'RecordSettlement': {
+      const due = settlementDue(state);
+      const wanted = command.outcome === 'charged' ? 'capture' : 'release';
+      if (due !== wanted) return [];
+      return command.outcome === 'charged'
+        ? [{ type: 'VideoCharged', data: { ...key, amount_micros: state.costMicros } }]
+        : [{ type: 'VideoRefunded', data: { ...key, amount_micros: state.costMicros } }];
+    }
+
+    case 'DeleteVideo':
+      return [{ type: 'VideoDeleted', data: { ...key, deleted_at: command.now } }];
+
+    default: {
+      const never: never = command;
+      return never;
+    }
+  }
+}
+
+function evolve(state: VideoState, event: VideoEvent): VideoState {
+  if (event.type === 'VideoQueued') {
+    const d = event.data;
+    return {
+      status: 'queued',
+      orgId: d.org_id,
+      videoId: d.video_id,
+      mode: d.mode,
+      model: d.model,
+      prompt: d.prompt,
+      seconds: d.seconds,
+      size: d.size,
+      costMicros: d.cost_micros,
+      remixedFromVideoId: d.remixed_from_video_id,
+      queuedAt: d.queued_at,
+      progress: 0,
+      url: null,
+      error: null,
+      upstream: null,
+      completedAt: null,
+      persisted: false,
+      expired: false,
+      settled: false,
+      deleted: false,
+    };
+  }
+  if (state.status === 'absent') return state;
+  switch (event.type) {
+    case 'GenerationStarted':
+      return {
+        ...state,
+        status: 'in_progress',
+        progress: Math.max(1, state.progress),
+        upstream: { provider: event.data.provider, id: event.data.upstream_id, startedAt: event.data.started_at },
+      };
+    case 'VideoProcessing':
+      return state;
+    case 'VideoProgressed':
+      return { ...state, progress: Math.max(state.progress, event.data.progress) };
+    case 'VideoStored':
+      return { ...state, completedAt: event.data.completed_at };
+    case 'VideoCompleted':
+      return { ...state, status: 'completed', progress: 100, url: event.data.video.url };
+    case 'VideoFailed': {
+      const error = event.data.video.error;
+      return { ...state, status: 'failed', error: error ? { code: error.code as VideoFailureCode, message: error.message } : null };
+    }
+    case 'VideoPersisted':
+      return { ...state, persisted: true, url: event.data.url };
+    case 'VideoExpired':
+      return { ...state, expired: true };
+    case 'VideoCharged':
+    case 'VideoRefunded':
+      return { ...state, settled: true };
+    case 'VideoDeleted':
+      return { ...state, deleted: true };
+    default: {
+      const never: never = event;
+      return never;
+    }
+  }
+}
+
+export const videoDecider = { decide, evolve, initialState };

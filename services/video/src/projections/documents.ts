@@ -1,0 +1,34 @@
+import type { VideoFailureCode, VideoModel, VideoSeconds, VideoSize, VideoStatus } from '@oc/contracts';
+
+export interface VideoDoc {
+  _id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  model: VideoModel;
+  prompt: string;
+  seconds: VideoSeconds;
+  size: VideoSize;
+  status: VideoStatus;
+  progress: number;
+  url: string | null;
+  error: { code: VideoFailureCode; message: string } | null;
+  cost_micros: number;
+  remixed_from_video_id: string | null;
+  /** Unix seconds (the resource's `created`) and milliseconds (ordering, idempotency window). */
+  created: number;
+  queued_at: number;
+  completed_at: number | null;
+  persisted: boolean;
+  expired: boolean;
+  deleted: boolean;
+  settled: boolean;
+  idempotency_key: string | null;
+  request_hash: string | null;
+  /** Something is still to be done for this video: generation, settlement, persistence or expiry. */
+  open: boolean;
+  [key: string]: unknown;
+}
+
+export const Collections = {
+  videos: 'video_videos',
+} as const;

@@ -1,0 +1,95 @@
+import { type VideoEvent } from '@oc/contracts';
+import { documentProjection } from '@oc/readmodel';
+import { type ActiveVideo, settlementDue, videoDecider } from '../domain/video';
+import { Collections, type VideoDoc } from './documents';
+
+/** The open/closed question is the decider's, so the projection folds the same evolve into a document. */
+function toDoc(state: ActiveVideo, doc: VideoDoc | null): VideoDoc {
+  const open =
+    settlementDue(state) !== null ||
+    (!state.deleted && (state.status === 'queued' || state.status === 'in_progress')) ||
+    (!state.deleted && state.status === 'completed' && !state.persisted && !state.expired);
+  return {
+    _id: state.videoId,
+    org_id: state.orgId,
+    mode: state.mode,
+    model: state.model,
+    prompt: state.prompt,
+    seconds: state.seconds,
+    size: state.size,
+    status: state.status as VideoDoc['status'],
+    progress: state.progress,
+    url: state.url,
+    error: state.error,
+    cost_micros: state.costMicros,
+    remixed_from_video_id: state.remixedFromVideoId,
+    created: Math.floor(state.queuedAt / 1000),
+    queued_at: state.queuedAt,
+    completed_at: state.completedAt,
+    persisted: state.persisted,
+    expired: state.expired,
+    deleted: state.deleted,
+    settled: state.settled,
+    idempotency_key: doc?.idempotency_key ?? null,
+    request_hash: doc?.request_hash ?? null,
+    open,
+  };
+}
+
+function fromDoc(doc: VideoDoc): ActiveVideo {
+  return {
+    status: doc.status,
+    orgId: doc.org_id,
+    videoId: doc._id,
+    mode: doc.mode,
+    model: doc.model,
+    prompt: doc.prompt,
+    seconds: doc.seconds,
+    size: doc.size,
+    costMicros: doc.cost_micros,
+    remixedFromVideoId: doc.remixed_from_video_id,
+    queuedAt: doc.queued_at,
+    progress: doc.progress,
+    url: doc.url,
+    error: doc.error,
+    upstream: null,
+    completedAt: doc.completed_at,
+    persisted: doc.persisted,
+    expired: doc.expired,
+    settled: doc.settled,
+    deleted: doc.deleted,
+  };
+}
+
+export const videosProjection = documentProjection<VideoDoc>({
+  name: 'video-videos',
+  collection: Collections.videos,
+  canHandle: [
+    'VideoQueued',
+    'GenerationStarted',
+    'VideoProgressed',
+    'VideoStored',
+    'VideoCompleted',
+    'VideoFailed',
+    'VideoPersisted',
+    'VideoExpired',
+    'VideoCharged',
+    'VideoRefunded',
+    'VideoDeleted',
+  ],
+  documentId: (event) => {
+    const data = event.data as { video_id?: string; video?: { id: string } };
+    return data.video_id ?? data.video?.id ?? null;
+  },
+  evolve(doc, stored) {
+    const event = stored as unknown as VideoEvent;
+    if (event.type === 'VideoQueued') {
+      const state = videoDecider.evolve(videoDecider.initialState(), event) as ActiveVideo;
+      return toDoc(state, { idempotency_key: event.data.idempotency_key, request_hash: event.data.request_hash } as VideoDoc);
+    }
+    if (!doc) return null;
+    return toDoc(videoDecider.evolve(fromDoc(doc), event) as ActiveVideo, doc);
+  },
+});
+
+export const videoProjections = [videosProjection];
