@@ -15,11 +15,10 @@ import {
   unixSeconds,
 } from '@oc/contracts';
 import type { CommandHandler, EventMetadata, EventStore } from '@oc/eventstore';
-import type { ProjectionRunner, ReadModelStore } from '@oc/readmodel';
+import { pageAfter, type ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
 import { accountDecider, type AccountCommand, accountStream } from '../domain/account';
 import { apiKeyDecider, type ApiKeyCommand, apiKeyStream } from '../domain/api-key';
 import { type ApiKeyDoc, Collections, type LedgerEntryDoc, type OrganizationDoc } from '../projections/documents';
-import { pageAfter } from './pagination';
 
 /** Lets every gateway forget a key or an organization's cached limits before we answer. */
 export interface GatewayNotifier {

@@ -1,5 +1,5 @@
 import { notFound } from '@oc/contracts';
-import type { Collection, Document, Filter } from '@oc/readmodel';
+import type { Collection, Document, Filter } from './port';
 
 export interface PageRequest {
   limit: number;
