@@ -1,7 +1,7 @@
 import { DomainError, toApiError } from '@oc/contracts';
 import { deciderSpec } from '@oc/eventstore/testing';
 import { describe, expect, it } from 'vitest';
-import { webhookDecider, type WebhookEvent } from '../src/domain/webhook';
+import { type WebhookCommand, webhookDecider, type WebhookEvent } from '../src/domain/webhook';
 
 const spec = deciderSpec(webhookDecider);
 const ref = { webhook_id: 'wh_1', org_id: 'org_1' };
@@ -21,7 +21,7 @@ const errorOf = (result: { events: WebhookEvent[] } | { error: unknown }) => {
 
 describe('webhook decider', () => {
   it('creates a webhook once', () => {
-    const command = {
+    const command: WebhookCommand = {
       type: 'CreateWebhook',
       webhookId: 'wh_1',
       orgId: 'org_1',
@@ -30,7 +30,7 @@ describe('webhook decider', () => {
       description: '',
       sealedSecret: 'sealed-1',
       now: 1,
-    } as const;
+    };
     expect(spec.given([]).when(command)).toEqual({ events: [created] });
     expect(errorOf(spec.given([created]).when(command)).status).toBe(409);
   });
