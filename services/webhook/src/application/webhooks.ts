@@ -17,7 +17,7 @@ import {
   webhookEventId,
 } from '@oc/contracts';
 import { aggregateStream, type CommandHandler, type EventStore } from '@oc/eventstore';
-import type { ProjectionRunner, ReadModelStore } from '@oc/readmodel';
+import { pageAfter, type ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
 import type { WebhookSender } from '../adapters/http-sender';
 import type { SecretBox } from '../adapters/secret-box';
 import { deliveryDecider, deliveryStream } from '../domain/delivery';
@@ -25,7 +25,6 @@ import { formatSecret } from '../domain/signature';
 import { type WebhookCommand, webhookDecider, webhookStream } from '../domain/webhook';
 import { type AttemptDoc, Collections, type DeliveryDoc, type WebhookDoc } from '../projections/documents';
 import { type Deliveries, signedRequest, signingSecrets } from './deliveries';
-import { pageAfter } from './pagination';
 
 export interface RegistrationPolicy {
   /** Development only: `http://` URLs for local receivers. */
