@@ -40,9 +40,9 @@ beforeAll(async () => {
     logger,
     adminToken: 'admin-token-for-tests',
     v1: [
-      ...v1Routes('1.2.3', () => clock.now()),
-      { method: 'GET', path: '/v1/videos', scope: 'video:read', handle: async () => ({ ok: true, data: { object: 'list', data: [] } }) },
+      { method: 'GET', path: '/v1/scoped/:id', scope: 'video:read', handle: async ({ params }) => ({ ok: true, data: params }) },
       { method: 'GET', path: '/v1/boom', scope: null, handle: async () => { throw new TypeError('a bug'); } },
+      ...v1Routes('1.2.3', () => clock.now()),
     ],
     admin: [],
     ready: async () => {
@@ -80,9 +80,9 @@ const get = (path: string, key?: string) =>
 describe('gateway', () => {
   it('lets a key with the scope through and answers one without it with 403 naming the scope', async () => {
     const reader = await newKey({ scopes: ['video:read'] });
-    expect((await get('/v1/videos', reader.key)).status).toBe(200);
+    expect((await get('/v1/scoped/x%20y', reader.key)).body).toEqual({ id: 'x y' });
     const chatOnly = await newKey({ scopes: ['chat:read', 'chat:write'] });
-    const refused = await get('/v1/videos', chatOnly.key);
+    const refused = await get('/v1/scoped/1', chatOnly.key);
     expect(refused.status).toBe(403);
     expect(refused.body).toEqual({
       error: { type: 'permission_error', code: 'insufficient_scope', message: expect.stringContaining('video:read') },
@@ -123,5 +123,34 @@ describe('gateway', () => {
     ready = true;
     expect(notReady.status).toBe(503);
     expect(notReady.body.error.code).toBe('service_unavailable');
+  });
+});
+
+describe('gateway: malformed input never causes a 5xx', () => {
+  it.each([
+    ['GET', '/v1/scoped/%E0%A4%A', undefined, undefined],
+    ['GET', '/v1/%ZZ', undefined, undefined],
+    ['POST', '/v1/health', 'null', 'application/json'],
+    ['POST', '/v1/health', '[1,2,3]', 'application/json'],
+    ['POST', '/v1/health', '{"a":'.repeat(5000), 'application/json'],
+    ['POST', '/v1/health', '\u0000\u0001', 'application/json; charset=latin-7'],
+    ['PATCH', '/v1/health', '{}', 'text/plain'],
+  ])('%s %s', async (method, path, body, contentType) => {
+    const { key } = await newKey({ scopes: ['video:read'] });
+    const res = await fetch(`${url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(contentType ? { 'content-type': contentType } : {}) },
+      ...(body !== undefined ? { body } : {}),
+    });
+    expect(res.status).toBeGreaterThanOrEqual(400);
+    expect(res.status).toBeLessThan(500);
+    const json = (await res.json()) as { error: { type: string; code: string; message: string } };
+    expect(json.error.code).toEqual(expect.any(String));
+    expect(json.error.message).not.toMatch(/ at .*\.ts:\d+/);
+  });
+
+  it('refuses an oversized Authorization header without looking it up', async () => {
+    const res = await get('/v1/health', `oc_live_${'A'.repeat(5000)}`);
+    expect(res.status).toBe(401);
   });
 });

@@ -142,6 +142,9 @@ describe.each(modes)('foundation (%s)', (_mode, start) => {
       expect(badScope.body.error).toMatchObject({ code: 'invalid_parameter', param: 'scopes[0]' });
       const badLimit = await api.admin('GET', '/organizations?limit=1000');
       expect(badLimit.body.error).toMatchObject({ code: 'invalid_parameter', param: 'limit' });
+      const repeated = await api.admin('GET', '/organizations?limit=1&limit=2&after[$gt]=x');
+      expect(repeated.status).toBe(400);
+      expect(repeated.body.error.param).toBe('limit');
     });
 
     it('answers another organization, a missing one and a bad cursor with 404', async () => {

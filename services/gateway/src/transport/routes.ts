@@ -28,6 +28,8 @@ export interface Route<P = KeyPrincipal> {
   scope: Scope | null;
   /** Counts against the tier's chat limits. */
   chat?: boolean;
+  /** Body formats accepted (default JSON only); multipart is for clients such as OpenAI's SDK that send forms. */
+  body?: 'json' | 'json-or-multipart';
   handle(ctx: RouteContext<P>): Promise<Reply<unknown> | void>;
 }
 
@@ -63,10 +65,21 @@ export function match<P>(routes: CompiledRoute<P>[], method: string, path: strin
       continue;
     }
     const params: Record<string, string> = {};
-    names.forEach((name, i) => {
-      params[name] = decodeURIComponent(m[i + 1]!);
-    });
+    for (const [i, name] of names.entries()) {
+      const value = safeDecode(m[i + 1]!);
+      // A path segment that is not valid percent-encoding names no resource.
+      if (value === undefined) return { kind: 'not_found' };
+      params[name] = value;
+    }
     return { kind: 'found', route, params };
   }
   return allow.length > 0 ? { kind: 'method_not_allowed', allow } : { kind: 'not_found' };
+}
+
+function safeDecode(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
 }
