@@ -10,5 +10,4 @@ export * from './runtime';
 export * from './validation';
 export * from './video-events';
 export * from './webhook';
-export * from './chat';
 export * from './video';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { WebhookConfigSchema } from '@oc/webhook';
 
 /** Standalone configuration, validated once at boot; see the README's table for each variable. */
 export const StandaloneConfigSchema = z.object({
@@ -9,6 +10,7 @@ export const StandaloneConfigSchema = z.object({
   REDIS_URL: z.string().url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
+  ...WebhookConfigSchema.shape,
 });
 export type StandaloneConfig = z.infer<typeof StandaloneConfigSchema>;
 

@@ -2,6 +2,8 @@ import 'reflect-metadata';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createBilling } from '@oc/billing';
+import { createWebhook, resolveSecretKey, webhookSettings } from '@oc/webhook';
+import { EventStoreEventBus } from '@oc/messaging';
 import { type Clock, type IdSource, randomIds, systemClock, unwrap, Subjects, SCOPES, type CreatedApiKey, type Organization } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
 import { createGateway, RateLimits } from '@oc/gateway';
@@ -68,6 +70,24 @@ export async function startStandalone(options: StandaloneOptions) {
   const port = (server.address() as AddressInfo).port;
   const url = `http://127.0.0.1:${port}`;
 
+  const webhookKey = await resolveSecretKey(join(config.DATA_DIR, 'webhook-secret-key'), config.WEBHOOK_SECRET_KEY);
+  const webhook = await createWebhook({
+    eventStore: stores.store,
+    readModels: new MemoryReadModelStore(),
+    // One shared log in this mode: the webhook service reads video events straight from it.
+    bus: new EventStoreEventBus({ eventStores: { video: stores.store }, checkpoints: stores.checkpoints }),
+    clock,
+    ids,
+    logger: logger.child({ service: 'webhook' }),
+    settings: webhookSettings(config, 'development', webhookKey),
+    version,
+  });
+  const webhookApp = await NestFactory.createMicroservice(webhook.module, {
+    strategy: new InProcessServerStrategy(broker),
+    logger: false,
+  });
+  await webhookApp.listen();
+
   const demo = options.demo ? await createDemoOnFirstStart(client) : undefined;
 
   return {
@@ -82,6 +102,8 @@ export async function startStandalone(options: StandaloneOptions) {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       await gateway.close();
+      await webhookApp.close();
+      await webhook.close();
       await billingApp.close();
       await billing.close();
       await stores.close();

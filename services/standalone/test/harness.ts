@@ -10,6 +10,8 @@ import { type Standalone, startStandalone } from '../src/standalone';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
+/** Seals webhook secrets in the distributed webhook process (production mode requires one). */
+export const WEBHOOK_SECRET_KEY = Buffer.alloc(32, 1).toString('base64');
 
 /** A running service as a client sees it: a base URL and an admin token. */
 export interface RunningService {
@@ -20,6 +22,8 @@ export interface RunningService {
   clock?: ManualClock;
   /** Stops every process and starts them again on the same data. */
   restart(): Promise<void>;
+  /** Distributed only: kills one service's process (SIGKILL, no shutdown) and starts it again on its data. */
+  crash?(service: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -60,12 +64,16 @@ function freePort(): Promise<number> {
   });
 }
 
+/** What each process was started with, so one can be started again alone. */
+const launches = new WeakMap<ChildProcess, { entry: string; env: Record<string, string> }>();
+
 function spawnService(entry: string, env: Record<string, string>): ChildProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, entry)], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
+  launches.set(child, { entry, env });
   return child;
 }
 
@@ -84,10 +92,18 @@ export const distributed: Starter = async (env = {}) => {
   const dataDir = await mkdtemp(join(tmpdir(), 'oc-distributed-'));
   const port = await freePort();
   const common = { NATS_URL: natsUrl(), KEY_USAGE_FLUSH_MS: '100', ...env };
+  // A durable consumer of its own, so another run's webhook process on the same NATS never takes its events.
+  const webhookConsumer = `webhook-deliveries-${dataDir.split('-').at(-1)}`;
   let children: ChildProcess[] = [];
   const start = async () => {
     children = [
       spawnService('services/billing/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'billing') }),
+      spawnService('services/webhook/src/main.ts', {
+        ...common,
+        DATA_DIR: join(dataDir, 'webhook'),
+        WEBHOOK_SECRET_KEY,
+        WEBHOOK_CONSUMER: webhookConsumer,
+      }),
       spawnService('services/gateway/src/main.ts', { ...common, PORT: String(port), HOST: '127.0.0.1', ADMIN_TOKEN }),
     ];
     const url = `http://127.0.0.1:${port}`;
@@ -108,6 +124,16 @@ export const distributed: Starter = async (env = {}) => {
     async restart() {
       await Promise.all(children.map(stopProcess));
       await start();
+    },
+    async crash(name) {
+      const index = children.findIndex((c) => launches.get(c)?.entry === `services/${name}/src/main.ts`);
+      const child = children[index];
+      if (!child) throw new Error(`no ${name} process`);
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGKILL');
+      await exited;
+      const { entry, env: childEnv } = launches.get(child)!;
+      children[index] = spawnService(entry, childEnv);
     },
     async stop() {
       await Promise.all(children.map(stopProcess));

@@ -36,6 +36,8 @@ export interface WebhookRuntime {
   readModels: ReadModelStore;
   /** Where video events come from: JetStream over NATS, the shared event store embedded. */
   bus: DurableEventBus;
+  /** Defaults to VIDEO_EVENTS_CONSUMER. */
+  consumerName?: string;
   clock: Clock;
   ids: IdSource;
   logger: Logger;
@@ -119,7 +121,7 @@ export async function createWebhook(runtime: WebhookRuntime) {
   const resumed = await deliveries.resume();
   if (resumed > 0) logger.info({ resumed }, 'pending webhook deliveries resumed');
   const consumer = await runtime.bus.consume(
-    VIDEO_EVENTS_CONSUMER,
+    runtime.consumerName ?? VIDEO_EVENTS_CONSUMER,
     { service: 'video', types: Object.keys(VideoNotifications) },
     (event) => deliveries.onVideoEvent(event),
   );

@@ -2,5 +2,6 @@ export * from './app';
 export * from './application/webhooks';
 export * from './application/deliveries';
 export * from './application/scheduler';
-export { SecretBox } from './adapters/secret-box';
+export { resolveSecretKey, SecretBox } from './adapters/secret-box';
+export * from './config';
 export { HttpWebhookSender, type WebhookSender, type WebhookRequest } from './adapters/http-sender';

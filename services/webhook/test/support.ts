@@ -10,6 +10,7 @@ import { EventStoreEventBus } from '@oc/messaging';
 import { MemoryReadModelStore } from '@oc/readmodel';
 import { pino, type Logger } from 'pino';
 import { generate } from 'selfsigned';
+import Stripe from 'stripe';
 import { vi } from 'vitest';
 import type { WebhookSender } from '../src/adapters/http-sender';
 import { createWebhook, type WebhookSettings } from '../src/app';
@@ -231,3 +232,6 @@ export async function startInProcess(settings: WebhookSettings, options: { sende
   };
   return running;
 }
+
+/** The official SDK a receiver would use; no API calls are made, only `webhooks.constructEvent`. */
+export const stripe = new Stripe('sk_test_unused');

@@ -1,5 +1,6 @@
 import { Subjects } from '@oc/contracts';
 import type { Route } from './routes';
+import { webhookRoutes } from './webhook-routes';
 
 /** The public `/v1` surface: health and account here; each service's routes come from its own file. */
 export function v1Routes(version: string, now: () => number): Route[] {
@@ -17,5 +18,6 @@ export function v1Routes(version: string, now: () => number): Route[] {
       handle: ({ services, principal, headers }) =>
         services.request(Subjects.billing.getBalance, { org_id: principal.org_id }, { headers }),
     },
+    ...webhookRoutes(),
   ];
 }

@@ -1,4 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 
 /**
  * Webhook secrets at rest: AES-256-GCM under a key from configuration, as `v1.<iv>.<tag>.<ciphertext>`
@@ -30,5 +32,18 @@ export class SecretBox {
     const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64url'));
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
     return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]).toString('utf8');
+  }
+}
+
+/** WEBHOOK_SECRET_KEY if set, otherwise a key generated on first start and kept (0600) in `file`. */
+export async function resolveSecretKey(file: string, configured: string | undefined): Promise<string> {
+  if (configured) return configured;
+  try {
+    return (await readFile(file, 'utf8')).trim();
+  } catch {
+    const key = randomBytes(32).toString('base64');
+    await mkdir(dirname(file), { recursive: true });
+    await writeFile(file, `${key}\n`, { mode: 0o600, flag: 'wx' });
+    return key;
   }
 }

@@ -1,0 +1,121 @@
+import {
+  CreateWebhookBody,
+  DeliveriesQuery,
+  parseOrThrow,
+  RecoverWebhookBody,
+  Subjects,
+  TestWebhookBody,
+  UpdateWebhookBody,
+  WebhookValidationCodes,
+} from '@oc/contracts';
+import type { Route } from './routes';
+
+/** The test operation waits for the endpoint, up to the 30 s delivery deadline; the request gets a little more. */
+const TEST_DELIVERY_TIMEOUT_MS = 35_000;
+
+/**
+ * `/v1/webhooks`. The test operation, secret rotation, retry and recover change what is sent, so they
+ * need `webhook:write`; the delivery log is read with `webhook:read`.
+ */
+export function webhookRoutes(): Route[] {
+  const one = '/v1/webhooks/:webhook_id';
+  return [
+    {
+      method: 'POST',
+      path: '/v1/webhooks',
+      scope: 'webhook:write',
+      handle: ({ services, principal, body, headers }) =>
+        services.request(
+          Subjects.webhook.create,
+          { ...parseOrThrow(CreateWebhookBody, body, WebhookValidationCodes), org_id: principal.org_id },
+          { headers },
+        ),
+    },
+    {
+      method: 'GET',
+      path: '/v1/webhooks',
+      scope: 'webhook:read',
+      handle: ({ services, principal, headers }) => services.request(Subjects.webhook.list, { org_id: principal.org_id }, { headers }),
+    },
+    {
+      method: 'GET',
+      path: one,
+      scope: 'webhook:read',
+      handle: ({ services, principal, params, headers }) =>
+        services.request(Subjects.webhook.get, { org_id: principal.org_id, webhook_id: params.webhook_id }, { headers }),
+    },
+    {
+      method: 'PATCH',
+      path: one,
+      scope: 'webhook:write',
+      handle: ({ services, principal, params, body, headers }) =>
+        services.request(
+          Subjects.webhook.update,
+          {
+            org_id: principal.org_id,
+            webhook_id: params.webhook_id,
+            changes: parseOrThrow(UpdateWebhookBody, body, WebhookValidationCodes),
+          },
+          { headers },
+        ),
+    },
+    {
+      method: 'DELETE',
+      path: one,
+      scope: 'webhook:delete',
+      handle: ({ services, principal, params, headers }) =>
+        services.request(Subjects.webhook.delete, { org_id: principal.org_id, webhook_id: params.webhook_id }, { headers }),
+    },
+    {
+      method: 'POST',
+      path: `${one}/test`,
+      scope: 'webhook:write',
+      handle: ({ services, principal, params, body, headers }) =>
+        services.request(
+          Subjects.webhook.test,
+          { ...parseOrThrow(TestWebhookBody, body, WebhookValidationCodes), org_id: principal.org_id, webhook_id: params.webhook_id },
+          { headers, timeoutMs: TEST_DELIVERY_TIMEOUT_MS },
+        ),
+    },
+    {
+      method: 'POST',
+      path: `${one}/rotate-secret`,
+      scope: 'webhook:write',
+      handle: ({ services, principal, params, headers }) =>
+        services.request(Subjects.webhook.rotateSecret, { org_id: principal.org_id, webhook_id: params.webhook_id }, { headers }),
+    },
+    {
+      method: 'GET',
+      path: `${one}/deliveries`,
+      scope: 'webhook:read',
+      handle: ({ services, principal, params, query, headers }) =>
+        services.request(
+          Subjects.webhook.listDeliveries,
+          { ...parseOrThrow(DeliveriesQuery, query), org_id: principal.org_id, webhook_id: params.webhook_id },
+          { headers },
+        ),
+    },
+    {
+      method: 'POST',
+      path: `${one}/deliveries/:delivery_id/retry`,
+      scope: 'webhook:write',
+      handle: ({ services, principal, params, headers }) =>
+        services.request(
+          Subjects.webhook.retryDelivery,
+          { org_id: principal.org_id, webhook_id: params.webhook_id, delivery_id: params.delivery_id },
+          { headers },
+        ),
+    },
+    {
+      method: 'POST',
+      path: `${one}/recover`,
+      scope: 'webhook:write',
+      handle: ({ services, principal, params, body, headers }) =>
+        services.request(
+          Subjects.webhook.recover,
+          { ...parseOrThrow(RecoverWebhookBody, body, WebhookValidationCodes), org_id: principal.org_id, webhook_id: params.webhook_id },
+          { headers },
+        ),
+    },
+  ];
+}
