@@ -368,4 +368,17 @@ describe('delivery of video events', () => {
     expect(receiver.received).toHaveLength(1);
     expect((await w.app.service.listDeliveries({ org_id: ORG, webhook_id: hook.id, limit: 10 })).data).toHaveLength(1);
   });
+
+  it('accepts only https:// URLs in production mode', async () => {
+    const w = await start({ allowPrivate: false });
+    await expect(w.app.service.create({ org_id: ORG, url: 'http://hooks.example.com/x', events: ['video.completed'] })).rejects.toMatchObject({
+      status: 400,
+      code: 'invalid_url',
+      param: 'url',
+    });
+    const hook = await w.app.service.create({ org_id: ORG, url: 'https://hooks.example.com/x', events: ['video.completed'] });
+    await expect(
+      w.app.service.update({ org_id: ORG, webhook_id: hook.id, changes: { url: 'http://hooks.example.com/y' } }),
+    ).rejects.toMatchObject({ code: 'invalid_url' });
+  });
 });

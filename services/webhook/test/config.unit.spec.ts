@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { WebhookConfigSchema, webhookSettings } from '../src/config';
+
+const KEY = Buffer.alloc(32, 3).toString('base64');
+const settings = (env: Record<string, string>, defaultMode: 'production' | 'development') =>
+  webhookSettings(WebhookConfigSchema.parse(env), defaultMode, KEY);
+
+describe('webhook configuration', () => {
+  it('defaults to the spec: at once, then 1 s, 5 s, 25 s; a 30 s deadline; disable after 10; no private addresses', () => {
+    expect(settings({}, 'production')).toMatchObject({
+      retryDelaysMs: [0, 1_000, 5_000, 25_000],
+      timeoutMs: 30_000,
+      disableAfterFailures: 10,
+      allowPrivate: false,
+    });
+  });
+
+  it('reads WEBHOOK_RETRY_DELAYS_MS as a comma-separated list', () => {
+    expect(settings({ WEBHOOK_RETRY_DELAYS_MS: '0, 10,20' }, 'production').retryDelaysMs).toEqual([0, 10, 20]);
+    expect(() => WebhookConfigSchema.parse({ WEBHOOK_RETRY_DELAYS_MS: '0,soon' })).toThrow();
+  });
+
+  it('allows private addresses only in development mode', () => {
+    expect(() => settings({ WEBHOOK_ALLOW_PRIVATE: '1' }, 'production')).toThrow(/WEBHOOK_MODE=development/);
+    expect(() => settings({ WEBHOOK_ALLOW_PRIVATE: '1', WEBHOOK_MODE: 'production' }, 'development')).toThrow();
+    expect(settings({ WEBHOOK_ALLOW_PRIVATE: '1' }, 'development').allowPrivate).toBe(true);
+    expect(settings({ WEBHOOK_ALLOW_PRIVATE: '1', WEBHOOK_MODE: 'development' }, 'production').allowPrivate).toBe(true);
+  });
+
+  it('never waits longer than the spec’s 30 s for a receiver', () => {
+    expect(() => WebhookConfigSchema.parse({ WEBHOOK_TIMEOUT_MS: '30001' })).toThrow();
+  });
+});
