@@ -9,5 +9,6 @@ export * from './reply';
 export * from './runtime';
 export * from './validation';
 export * from './video-events';
+export * from './chat';
 export * from './webhook';
 export * from './video';

@@ -1,3 +1,4 @@
+import { ChatConfigSchema } from '@oc/chat';
 import { z } from 'zod';
 import { WebhookConfigSchema } from '@oc/webhook';
 
@@ -10,6 +11,7 @@ export const StandaloneConfigSchema = z.object({
   REDIS_URL: z.string().url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
+  ...ChatConfigSchema.shape,
   ...WebhookConfigSchema.shape,
 });
 export type StandaloneConfig = z.infer<typeof StandaloneConfigSchema>;

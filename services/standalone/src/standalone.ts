@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createBilling } from '@oc/billing';
+import { chatSettings, createChat } from '@oc/chat';
 import { createWebhook, resolveSecretKey, webhookSettings } from '@oc/webhook';
 import { EventStoreEventBus } from '@oc/messaging';
 import { type Clock, type IdSource, randomIds, systemClock, unwrap, Subjects, SCOPES, type CreatedApiKey, type Organization } from '@oc/contracts';
@@ -56,6 +57,21 @@ export async function startStandalone(options: StandaloneOptions) {
   });
   await billingApp.listen();
 
+  const chat = await createChat({
+    eventStore: stores.store,
+    readModels: new MemoryReadModelStore(),
+    client,
+    clock,
+    ids,
+    logger: logger.child({ service: 'chat' }),
+    ...chatSettings(config),
+  });
+  const chatApp = await NestFactory.createMicroservice(chat.module, {
+    strategy: new InProcessServerStrategy(broker),
+    logger: false,
+  });
+  await chatApp.listen();
+
   const redis = config.REDIS_URL ? new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
   const gateway = await createGateway({
     services: client,
@@ -102,6 +118,8 @@ export async function startStandalone(options: StandaloneOptions) {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       await gateway.close();
+      await chatApp.close();
+      await chat.close();
       await webhookApp.close();
       await webhook.close();
       await billingApp.close();

@@ -98,6 +98,7 @@ export const distributed: Starter = async (env = {}) => {
   const start = async () => {
     children = [
       spawnService('services/billing/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'billing') }),
+      spawnService('services/chat/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'chat') }),
       spawnService('services/webhook/src/main.ts', {
         ...common,
         DATA_DIR: join(dataDir, 'webhook'),

@@ -1,4 +1,5 @@
 import { Subjects } from '@oc/contracts';
+import { chatRoutes } from './chat-routes';
 import type { Route } from './routes';
 import { webhookRoutes } from './webhook-routes';
 
@@ -18,6 +19,7 @@ export function v1Routes(version: string, now: () => number): Route[] {
       handle: ({ services, principal, headers }) =>
         services.request(Subjects.billing.getBalance, { org_id: principal.org_id }, { headers }),
     },
+    ...chatRoutes(),
     ...webhookRoutes(),
   ];
 }

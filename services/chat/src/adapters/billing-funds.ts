@@ -1,0 +1,22 @@
+import { Subjects, unwrap } from '@oc/contracts';
+import type { ServiceClient } from '@oc/messaging';
+import type { Funds } from '../application/ports';
+
+/** Funds held and charged by the billing service over the bus; its 402 reaches the client unchanged. */
+export function billingFunds(client: ServiceClient): Funds {
+  return {
+    async reserve(org_id, reservation_id, amount_micros, description) {
+      unwrap(await client.request(Subjects.billing.reserveFunds, { org_id, reservation_id, amount_micros, description }));
+    },
+    async capture(org_id, reservation_id, amount_micros) {
+      unwrap(await client.request(Subjects.billing.captureReservation, { org_id, reservation_id, amount_micros }));
+    },
+    async release(org_id, reservation_id) {
+      unwrap(await client.request(Subjects.billing.releaseReservation, { org_id, reservation_id }));
+    },
+  };
+}
+
+export function broadcastFrames(client: ServiceClient) {
+  return { publish: (subject: string, frame: unknown) => client.broadcast(subject, frame) };
+}

@@ -1,0 +1,80 @@
+import { type Clock, type IdSource, Subjects } from '@oc/contracts';
+import { CommandHandler, type EventStore } from '@oc/eventstore';
+import type { ServiceClient } from '@oc/messaging';
+import { ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
+import { type DynamicModule, Module } from '@nestjs/common';
+import type { Logger } from 'pino';
+import { billingFunds, broadcastFrames } from './adapters/billing-funds';
+import { OpenAiCompatibleProvider } from './adapters/openai-compatible';
+import { SimulatorProvider } from './adapters/simulator';
+import { gptTokenizer } from './adapters/tokenizer';
+import { type ChatPricing, ChatService } from './application/chat';
+import { chatProjections } from './projections/chat-projections';
+import { CHAT_SERVICE, ChatController, LOGGER, onCancelStream } from './transport/chat.controller';
+
+/** The upstream for live keys: the simulator, or any OpenAI-compatible endpoint. */
+export type ChatUpstream =
+  | { kind: 'simulator' }
+  | { kind: 'openai'; baseUrl: string; apiKey?: string | undefined; model: string; timeoutMs: number };
+
+export interface ChatRuntime {
+  eventStore: EventStore;
+  readModels: ReadModelStore;
+  /** To reach billing, and to publish streamed frames and hear cancels. */
+  client: ServiceClient;
+  clock: Clock;
+  ids: IdSource;
+  logger: Logger;
+  upstream: ChatUpstream;
+  pricing: ChatPricing;
+  /** The simulator's pause between streamed words. */
+  simulatorWordDelayMs: number;
+}
+
+@Module({})
+export class ChatModule {
+  static register(service: ChatService, logger: Logger): DynamicModule {
+    return {
+      module: ChatModule,
+      controllers: [ChatController],
+      providers: [
+        { provide: CHAT_SERVICE, useValue: service },
+        { provide: LOGGER, useValue: logger },
+      ],
+    };
+  }
+}
+
+/** Builds the chat service and catches its read models up with the event store. */
+export async function createChat(runtime: ChatRuntime) {
+  const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, chatProjections, {
+    onError: (err) => runtime.logger.error({ err }, 'chat projection stopped'),
+  });
+  await projections.start();
+  const simulator = new SimulatorProvider({ tokenizer: gptTokenizer, wordDelayMs: runtime.simulatorWordDelayMs });
+  const service = new ChatService({
+    eventStore: runtime.eventStore,
+    commands: new CommandHandler(runtime.eventStore),
+    readModels: runtime.readModels,
+    projections,
+    provider: runtime.upstream.kind === 'openai' ? new OpenAiCompatibleProvider(runtime.upstream) : simulator,
+    simulator,
+    tokenizer: gptTokenizer,
+    funds: billingFunds(runtime.client),
+    frames: broadcastFrames(runtime.client),
+    clock: runtime.clock,
+    ids: runtime.ids,
+    pricing: runtime.pricing,
+    logger: runtime.logger,
+  });
+  const cancels = await runtime.client.onBroadcast(Subjects.chat.cancelStream, onCancelStream(service, runtime.logger));
+  return {
+    service,
+    module: ChatModule.register(service, runtime.logger),
+    async close() {
+      await cancels.stop();
+      await service.close();
+      await projections.stop();
+    },
+  };
+}

@@ -1,0 +1,36 @@
+import { notFound } from '@oc/contracts';
+import type { Collection, Document, Filter } from '@oc/readmodel';
+
+export interface PageRequest {
+  limit: number;
+  /** Id of the last item of the previous page (OpenAI's and Stripe's cursor). */
+  after?: string | undefined;
+  order?: 'asc' | 'desc';
+}
+
+/**
+ * Cursor pagination over a read model sorted by a numeric field with `_id` as tie-breaker, so a page
+ * boundary never skips or repeats an item even when many share the same timestamp.
+ */
+export async function pageAfter<T extends Document>(
+  collection: Collection<T>,
+  filter: Filter,
+  sortField: string,
+  page: PageRequest,
+): Promise<{ data: T[]; has_more: boolean }> {
+  const order = page.order ?? 'desc';
+  const cmp = order === 'desc' ? '$lt' : '$gt';
+  let cursorFilter: Filter = {};
+  if (page.after !== undefined) {
+    const cursor = await collection.findOne({ ...filter, _id: page.after });
+    if (!cursor) throw notFound('invalid_cursor', `No item with id '${page.after}' to page after.`);
+    const value = cursor[sortField];
+    cursorFilter = { $or: [{ [sortField]: { [cmp]: value } }, { [sortField]: value, _id: { [cmp]: page.after } }] };
+  }
+  const direction = order === 'desc' ? -1 : 1;
+  const rows = await collection.find(
+    { $and: [filter, cursorFilter] },
+    { sort: { [sortField]: direction, _id: direction }, limit: page.limit + 1 },
+  );
+  return { data: rows.slice(0, page.limit), has_more: rows.length > page.limit };
+}

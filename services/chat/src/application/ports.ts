@@ -1,0 +1,36 @@
+import type { ChatMessage, FinishReason, Usage } from '@oc/contracts';
+import type { ConversationCounter } from '../domain/context';
+
+/** What one upstream call is asked for; `maxTokens` is always set, since it bounds the reservation. */
+export interface GenerationRequest {
+  messages: ChatMessage[];
+  maxTokens: number;
+  temperature: number;
+  stop: string[];
+}
+
+export type GenerationEvent =
+  | { type: 'content'; text: string }
+  /** `usage` when the provider reports it; otherwise it is counted with our tokenizer. */
+  | { type: 'finish'; finishReason: FinishReason; usage?: Usage };
+
+/** An upstream model. Aborting `signal` stops the call; the iteration then ends early or throws. */
+export interface ChatProvider {
+  generate(request: GenerationRequest, signal: AbortSignal): AsyncIterable<GenerationEvent>;
+}
+
+export interface Tokenizer extends ConversationCounter {
+  count(text: string): number;
+}
+
+/** The billing service's reservations, in integer micro-USD; a refusal throws the 402 to pass on. */
+export interface Funds {
+  reserve(orgId: string, reservationId: string, amountMicros: number, description: string): Promise<void>;
+  capture(orgId: string, reservationId: string, amountMicros: number): Promise<void>;
+  release(orgId: string, reservationId: string): Promise<void>;
+}
+
+/** Where streamed frames go: a subject the gateway is listening on. */
+export interface FramePublisher {
+  publish(subject: string, frame: unknown): Promise<void>;
+}

@@ -1,0 +1,42 @@
+import { usdToMicros } from '@oc/contracts';
+import { z } from 'zod';
+import type { ChatUpstream } from './app';
+import type { ChatPricing } from './application/chat';
+
+/**
+ * The chat service's settings, shared by its own process and the standalone one. Defaults: the
+ * simulator upstream, the spec's 0.08 USD per 1,000 tokens and 128K-token context.
+ */
+export const ChatConfigSchema = z.object({
+  CHAT_UPSTREAM: z.enum(['simulator', 'openai']).default('simulator'),
+  CHAT_UPSTREAM_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
+  CHAT_UPSTREAM_API_KEY: z.string().optional(),
+  CHAT_UPSTREAM_MODEL: z.string().min(1).default('gpt-4o-mini'),
+  CHAT_UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(60_000),
+  CHAT_PRICE_PER_1K_TOKENS_USD: z.coerce.number().nonnegative().default(0.08),
+  CHAT_DEFAULT_MAX_TOKENS: z.coerce.number().int().positive().default(4_096),
+  CHAT_CONTEXT_TOKENS: z.coerce.number().int().positive().default(128_000),
+  CHAT_SIMULATOR_WORD_DELAY_MS: z.coerce.number().int().nonnegative().default(30),
+});
+export type ChatConfig = z.infer<typeof ChatConfigSchema>;
+
+export function chatSettings(config: ChatConfig): { upstream: ChatUpstream; pricing: ChatPricing; simulatorWordDelayMs: number } {
+  return {
+    upstream:
+      config.CHAT_UPSTREAM === 'openai'
+        ? {
+            kind: 'openai',
+            baseUrl: config.CHAT_UPSTREAM_BASE_URL,
+            apiKey: config.CHAT_UPSTREAM_API_KEY,
+            model: config.CHAT_UPSTREAM_MODEL,
+            timeoutMs: config.CHAT_UPSTREAM_TIMEOUT_MS,
+          }
+        : { kind: 'simulator' },
+    pricing: {
+      microsPer1kTokens: usdToMicros(config.CHAT_PRICE_PER_1K_TOKENS_USD),
+      defaultMaxTokens: config.CHAT_DEFAULT_MAX_TOKENS,
+      contextTokens: config.CHAT_CONTEXT_TOKENS,
+    },
+    simulatorWordDelayMs: config.CHAT_SIMULATOR_WORD_DELAY_MS,
+  };
+}

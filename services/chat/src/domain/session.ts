@@ -1,0 +1,102 @@
+import { type ChatEvent, DomainError, type StoredChatMessage, type Usage } from '@oc/contracts';
+
+/**
+ * A conversation kept server-side (stream `chat-<session_id>`), owned by one organization. Each
+ * completion adds one exchange: the new messages the client sent and the assistant's reply.
+ */
+export type SessionEvent = ChatEvent;
+
+export type SessionCommand = {
+  type: 'RecordExchange';
+  sessionId: string;
+  orgId: string;
+  /** True when the request named no session: this exchange opens it. */
+  startsSession: boolean;
+  completionId: string;
+  messages: StoredChatMessage[];
+  usage: Usage;
+  now: number;
+};
+
+export type SessionState =
+  | { status: 'absent' }
+  | {
+      status: 'open';
+      sessionId: string;
+      orgId: string;
+      createdAt: number;
+      messages: StoredChatMessage[];
+      /** Completions already recorded, so a repeated command is harmless. */
+      completions: Set<string>;
+    };
+
+export const sessionStream = (sessionId: string) => `chat-${sessionId}`;
+
+const initialState = (): SessionState => ({ status: 'absent' });
+
+/** Another organization's session is answered exactly like a missing one. */
+export function ownedSession(state: SessionState, orgId: string, sessionId: string) {
+  if (state.status !== 'open' || state.orgId !== orgId) {
+    throw new DomainError({ kind: 'NotFound', resource: 'chat_session', id: sessionId });
+  }
+  return state;
+}
+
+function decide(command: SessionCommand, state: SessionState): SessionEvent[] {
+  switch (command.type) {
+    case 'RecordExchange': {
+      const recorded: SessionEvent = {
+        type: 'ChatExchangeRecorded',
+        data: {
+          session_id: command.sessionId,
+          org_id: command.orgId,
+          completion_id: command.completionId,
+          messages: command.messages,
+          usage: command.usage,
+        },
+      };
+      if (state.status === 'absent' && command.startsSession) {
+        return [
+          { type: 'ChatSessionStarted', data: { session_id: command.sessionId, org_id: command.orgId, created_at: command.now } },
+          recorded,
+        ];
+      }
+      const session = ownedSession(state, command.orgId, command.sessionId);
+      if (session.completions.has(command.completionId)) return [];
+      if (command.startsSession) {
+        throw new DomainError({ kind: 'Conflict', code: 'session_exists', message: `Session '${command.sessionId}' already exists.` });
+      }
+      return [recorded];
+    }
+    default: {
+      const never: never = command.type;
+      return never;
+    }
+  }
+}
+
+/** Sessions grow with every exchange, so evolve appends in place: a state given to it is not reused. */
+function evolve(state: SessionState, event: SessionEvent): SessionState {
+  switch (event.type) {
+    case 'ChatSessionStarted':
+      return {
+        status: 'open',
+        sessionId: event.data.session_id,
+        orgId: event.data.org_id,
+        createdAt: event.data.created_at,
+        messages: [],
+        completions: new Set(),
+      };
+    case 'ChatExchangeRecorded':
+      if (state.status !== 'open') return state;
+      state.messages.push(...event.data.messages);
+      state.completions.add(event.data.completion_id);
+      return state;
+    default: {
+      const never: never = event;
+      return never;
+    }
+  }
+}
+
+export const sessionDecider = { decide, evolve, initialState };

@@ -1,0 +1,175 @@
+import {
+  ApiError,
+  CHAT_VALIDATION_CODES,
+  CreateChatCompletionBody,
+  CreateCompletionBody,
+  ListChatSessionsQuery,
+  parseOrThrow,
+  randomId,
+  rateLimited,
+  type Reply,
+  type StreamFrame,
+  StreamFrameSchema,
+  Subjects,
+  type Usage,
+} from '@oc/contracts';
+import { chatTokenWindow } from '../domain/limits';
+import type { Route, RouteContext } from './routes';
+
+export interface ChatRouteOptions {
+  /** Longest silence between two frames of a stream before the client is told it failed. */
+  streamIdleTimeoutMs?: number;
+}
+
+/** Non-streamed completions are answered only once generated; this bounds the wait. */
+const COMPLETION_TIMEOUT_MS = 300_000;
+const DEFAULT_STREAM_IDLE_MS = 60_000;
+
+/**
+ * Chat and text completions. The gateway validates the body (400s), checks the day's token window
+ * (429), and counts the tokens used once the answer is known, streamed or not.
+ */
+export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
+  const idleMs = options.streamIdleTimeoutMs ?? DEFAULT_STREAM_IDLE_MS;
+  return [
+    {
+      method: 'POST',
+      path: '/v1/chat/completions',
+      scope: 'chat:write',
+      chat: true,
+      handle: (ctx) =>
+        complete(ctx, Subjects.chat.createChatCompletion, parseOrThrow(CreateChatCompletionBody, ctx.body, CHAT_VALIDATION_CODES), idleMs),
+    },
+    {
+      method: 'GET',
+      path: '/v1/chat/completions',
+      scope: 'chat:read',
+      chat: true,
+      handle: ({ services, principal, query, headers }) =>
+        services.request(Subjects.chat.listSessions, { ...parseOrThrow(ListChatSessionsQuery, query), org_id: principal.org_id }, { headers }),
+    },
+    {
+      method: 'GET',
+      path: '/v1/chat/completions/:id',
+      scope: 'chat:read',
+      chat: true,
+      handle: ({ services, principal, params, headers }) =>
+        services.request(Subjects.chat.getSession, { org_id: principal.org_id, session_id: params.id }, { headers }),
+    },
+    {
+      method: 'POST',
+      path: '/v1/completions',
+      scope: 'text:write',
+      chat: true,
+      handle: (ctx) => complete(ctx, Subjects.chat.createCompletion, parseOrThrow(CreateCompletionBody, ctx.body, CHAT_VALIDATION_CODES), idleMs),
+    },
+  ];
+}
+
+async function complete(
+  ctx: RouteContext,
+  subject: string,
+  body: { stream: boolean },
+  idleMs: number,
+): Promise<Reply<unknown> | void> {
+  const window = chatTokenWindow(ctx.principal);
+  const room = await ctx.limits.peek(window);
+  if (!room.allowed) throw rateLimited(room.retryAfterSeconds, 'chat tokens per day');
+  const message = { ...body, org_id: ctx.principal.org_id, mode: ctx.principal.mode };
+  if (!body.stream) {
+    const reply = await ctx.services.request<{ usage: Usage }>(subject, message, { headers: ctx.headers, timeoutMs: COMPLETION_TIMEOUT_MS });
+    if (reply.ok) await ctx.limits.record(window, reply.data.usage.total_tokens);
+    return reply;
+  }
+
+  // Subscribe before asking, so no frame published after the answer can be missed.
+  const streamTo = `${Subjects.chat.streamPrefix}.${randomId()}`;
+  const frames = new FrameQueue();
+  const subscription = await ctx.services.onBroadcast(streamTo, (payload) => frames.push(payload));
+  try {
+    const accepted = await ctx.services.request(subject, { ...message, stream_to: streamTo }, { headers: ctx.headers });
+    if (!accepted.ok) return accepted;
+    await relay(ctx, streamTo, frames, idleMs, (usage) => ctx.limits.record(window, usage.total_tokens));
+  } finally {
+    await subscription.stop();
+  }
+}
+
+/**
+ * Writes the frames as Server-Sent Events. When the client goes away the chat service is told to
+ * stop, and the stream is still followed to its end to count the tokens that were generated.
+ */
+async function relay(ctx: RouteContext, streamTo: string, frames: FrameQueue, idleMs: number, used: (usage: Usage) => Promise<void>) {
+  const { res } = ctx;
+  res.status(200);
+  res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+  res.setHeader('Cache-Control', 'no-cache');
+  res.setHeader('Connection', 'keep-alive');
+  res.setHeader('X-Accel-Buffering', 'no');
+  res.flushHeaders();
+  let gone = false;
+  res.on('close', () => {
+    if (res.writableFinished) return;
+    gone = true;
+    void ctx.services.broadcast(Subjects.chat.cancelStream, { stream_to: streamTo });
+  });
+  const send = (data: unknown) => {
+    if (!gone) res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+  };
+  for (;;) {
+    const frame = await frames.next(idleMs);
+    if (!frame) {
+      send({ error: { type: 'api_error', code: 'stream_timeout', message: `The stream stalled for more than ${idleMs} ms.` } });
+      break;
+    }
+    if (frame.kind === 'data') {
+      send(frame.data);
+      continue;
+    }
+    if (frame.kind === 'end') {
+      await used(frame.usage);
+      send('[DONE]');
+    } else {
+      const { type, message, code } = new ApiError(frame.error).toBody().error;
+      send({ error: { type, message, code } });
+    }
+    break;
+  }
+  res.end();
+}
+
+/** Frames in `seq` order, whatever order the transport delivered them in. */
+class FrameQueue {
+  private readonly pending = new Map<number, StreamFrame>();
+  private expected = 0;
+  private wake: (() => void) | undefined;
+
+  push(payload: unknown) {
+    const parsed = StreamFrameSchema.safeParse(payload);
+    if (!parsed.success) return;
+    this.pending.set(parsed.data.seq, parsed.data);
+    this.wake?.();
+  }
+
+  /** The next frame, or undefined when none came within `idleMs`. */
+  async next(idleMs: number): Promise<StreamFrame | undefined> {
+    const deadline = Date.now() + idleMs;
+    for (;;) {
+      const frame = this.pending.get(this.expected);
+      if (frame) {
+        this.pending.delete(this.expected++);
+        return frame;
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) return undefined;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wake = undefined;
+    }
+  }
+}

@@ -1,0 +1,508 @@
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { clientFor } from './client';
+import { distributed, embedded, type RunningService, type Starter } from './harness';
+import { natsReachable } from './nats';
+
+const modes: [string, Starter][] = [
+  ['embedded', embedded],
+  ...((await natsReachable()) ? [['distributed over NATS', distributed] as [string, Starter]] : []),
+];
+
+/** 0.08 USD per 1,000 tokens: 80 micro-USD a token. */
+const MICROS_PER_TOKEN = 80;
+
+interface SseEvent {
+  raw: string;
+  json?: any;
+}
+
+/** Reads a whole Server-Sent Events body into its `data:` payloads. */
+async function readSse(res: Response): Promise<SseEvent[]> {
+  const text = await res.text();
+  return text
+    .split('\n\n')
+    .filter((block) => block.trim() !== '')
+    .map((block) => {
+      const raw = block
+        .split('\n')
+        .filter((line) => line.startsWith('data: '))
+        .map((line) => line.slice(6))
+        .join('\n');
+      return raw === '[DONE]' ? { raw } : { raw, json: JSON.parse(raw) };
+    });
+}
+
+describe.each(modes)('chat and text completions (%s)', (_mode, start) => {
+  let service: RunningService;
+  let api: ReturnType<typeof clientFor>;
+
+  beforeAll(async () => {
+    // The simulator paces its words so a client can leave mid-stream; small enough to keep tests quick.
+    service = await start({ CHAT_SIMULATOR_WORD_DELAY_MS: '3' });
+    api = clientFor(service);
+  });
+  afterAll(async () => {
+    await service?.stop();
+  });
+
+  const chatScopes = ['chat:read', 'chat:write', 'text:write'];
+  const customer = (options: Parameters<typeof api.newCustomer>[0] = {}) =>
+    api.newCustomer({ credit: 10, scopes: chatScopes, ...options });
+  const availableMicros = async (key: string) => {
+    const res = await api.call('GET', '/v1/account/balance', { token: key });
+    expect(res.status).toBe(200);
+    return { available: Math.round(res.body.available * 1e6), reserved: Math.round(res.body.reserved * 1e6) };
+  };
+  const chat = (key: string, body: Record<string, unknown>) =>
+    api.call('POST', '/v1/chat/completions', { token: key, body: { model: 'chat-2', ...body } });
+  const stream = (key: string, path: string, body: Record<string, unknown>, signal?: AbortSignal) =>
+    fetch(`${service.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat-2', stream: true, ...body }),
+      ...(signal ? { signal } : {}),
+    });
+  const hello = [{ role: 'user', content: 'How do community gardens change a neighbourhood?' }];
+
+  describe('POST /v1/chat/completions', () => {
+    it('answers with the chat completion object and charges exactly the tokens used', async () => {
+      const { key } = await customer();
+      const before = await availableMicros(key);
+      const res = await chat(key, { messages: hello });
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({
+        id: expect.stringMatching(/^chatcmpl_[A-Za-z0-9]+$/),
+        object: 'chat.completion',
+        created: expect.any(Number),
+        model: 'chat-2',
+        choices: [{ index: 0, message: { role: 'assistant', content: expect.stringContaining('community') }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number), total_tokens: expect.any(Number) },
+        session_id: expect.stringMatching(/^chat_[A-Za-z0-9]+$/),
+      });
+      const { usage } = res.body;
+      expect(usage.total_tokens).toBe(usage.prompt_tokens + usage.completion_tokens);
+      expect(usage.completion_tokens).toBeGreaterThan(10);
+      expect(await availableMicros(key)).toEqual({ available: before.available - usage.total_tokens * MICROS_PER_TOKEN, reserved: 0 });
+    });
+
+    it('gives the same prompt the same reply (the simulator is deterministic)', async () => {
+      const { key } = await customer();
+      const [a, b] = await Promise.all([chat(key, { messages: hello }), chat(key, { messages: hello, temperature: 0 })]);
+      expect(a.body.choices[0].message.content).toBe(b.body.choices[0].message.content);
+    });
+
+    it.each([
+      ['a missing model', { messages: hello }, 'invalid_model', 'model'],
+      ['an unknown model', { model: 'gpt-4o', messages: hello }, 'invalid_model', 'model'],
+      ['no messages', { model: 'chat-2', messages: [] }, 'invalid_parameter', 'messages'],
+      ['missing messages', { model: 'chat-2' }, 'missing_parameter', 'messages'],
+      ['an unknown role', { model: 'chat-2', messages: [{ role: 'tool', content: 'x' }] }, 'invalid_parameter', 'messages[0].role'],
+      ['a non-string content', { model: 'chat-2', messages: [{ role: 'user', content: 5 }] }, 'invalid_parameter', 'messages[0].content'],
+      ['a temperature above 2', { model: 'chat-2', messages: hello, temperature: 2.5 }, 'invalid_parameter', 'temperature'],
+      ['a zero max_tokens', { model: 'chat-2', messages: hello, max_tokens: 0 }, 'invalid_parameter', 'max_tokens'],
+      ['a fractional max_tokens', { model: 'chat-2', messages: hello, max_tokens: 1.5 }, 'invalid_parameter', 'max_tokens'],
+      ['a non-boolean stream', { model: 'chat-2', messages: hello, stream: 'yes' }, 'invalid_parameter', 'stream'],
+      ['a theory position off the plane', { model: 'chat-2', messages: hello, 'x-theory-position': { x: 1.5, y: 0 } }, 'invalid_parameter', 'x-theory-position.x'],
+      ['a theory position without y', { model: 'chat-2', messages: hello, 'x-theory-position': { x: 0 } }, 'missing_parameter', 'x-theory-position.y'],
+    ])('refuses %s with 400 naming the parameter', async (_, body, code, param) => {
+      const { key } = await customer();
+      const before = await availableMicros(key);
+      const res = await api.call('POST', '/v1/chat/completions', { token: key, body });
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code, param });
+      expect(await availableMicros(key)).toEqual(before);
+    });
+
+    it('ignores OpenAI fields it does not support, so existing clients keep working', async () => {
+      const { key } = await customer();
+      const res = await chat(key, { messages: hello, top_p: 0.9, n: 1, user: 'u-1', presence_penalty: 0, seed: 7 });
+      expect(res.status).toBe(200);
+    });
+
+    it('stops at max_tokens with finish_reason length', async () => {
+      const { key } = await customer();
+      const res = await chat(key, { messages: hello, max_tokens: 5 });
+      expect(res.status).toBe(200);
+      expect(res.body.choices[0].finish_reason).toBe('length');
+      expect(res.body.usage.completion_tokens).toBeLessThanOrEqual(5);
+      expect(res.body.usage.completion_tokens).toBeGreaterThan(0);
+    });
+
+    it('cuts the reply at a stop sequence', async () => {
+      const { key } = await customer();
+      const full = (await chat(key, { messages: hello })).body.choices[0].message.content as string;
+      const stop = full.split(' ').slice(3, 5).join(' ');
+      const res = await chat(key, { messages: hello, stop: [stop] });
+      expect(res.body.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: full.slice(0, full.indexOf(stop)) } });
+    });
+
+    it('steers the reply by the theory position', async () => {
+      const { key } = await customer();
+      const structural = await chat(key, { messages: hello, 'x-theory-position': { x: 1, y: -1 } });
+      expect(structural.body.choices[0].message.content).toContain('Leaning towards structuralism (policy and systems change)');
+      const faith = await chat(key, { messages: hello, 'x-theory-position': { x: 0.9, y: 0.8 } });
+      expect(faith.body.choices[0].message.content).toContain('Leaning towards theurgism (faith-based activism)');
+    });
+
+    it('refuses with 402 insufficient_quota when the balance cannot cover the prompt plus max_tokens', async () => {
+      const { key } = await customer({ credit: 0.001 });
+      const res = await chat(key, { messages: hello, max_tokens: 100 });
+      expect(res.status).toBe(402);
+      expect(res.body.error).toMatchObject({ type: 'insufficient_quota', code: 'insufficient_quota' });
+      expect(res.body.error.message).toMatch(/requires \$0\.\d+ but \$0\.001 is available/);
+      expect(await availableMicros(key)).toEqual({ available: 1_000, reserved: 0 });
+      // Without max_tokens the documented default cap (4,096 tokens) is reserved.
+      expect((await chat(key, { messages: hello })).status).toBe(402);
+    });
+
+    it('serves test keys from the simulator without charging anything', async () => {
+      const { key } = await api.newCustomer({ scopes: chatScopes, key: { mode: 'test' } });
+      const res = await chat(key, { messages: hello });
+      expect(res.status).toBe(200);
+      expect(res.body.usage.total_tokens).toBeGreaterThan(0);
+      expect(await availableMicros(key)).toEqual({ available: 0, reserved: 0 });
+    });
+
+    it('needs chat:write', async () => {
+      const { key } = await customer({ scopes: ['chat:read'] });
+      const res = await chat(key, { messages: hello });
+      expect(res.status).toBe(403);
+      expect(res.body.error.code).toBe('insufficient_scope');
+    });
+  });
+
+  describe('sessions', () => {
+    it('keeps the conversation under session_id and shows it, newest first, only to its organization', async () => {
+      const { key } = await customer();
+      const first = await chat(key, { messages: [{ role: 'system', content: 'Be brief.' }, ...hello] });
+      const sessionId = first.body.session_id;
+      const fresh = await chat(key, { messages: [{ role: 'user', content: 'And in winter?' }] });
+      const followUp = await chat(key, { session_id: sessionId, messages: [{ role: 'user', content: 'And in winter?' }] });
+      expect(followUp.status).toBe(200);
+      expect(followUp.body.session_id).toBe(sessionId);
+      // The stored history went upstream with the new message.
+      expect(followUp.body.usage.prompt_tokens).toBe(
+        fresh.body.usage.prompt_tokens + first.body.usage.prompt_tokens - 3 + first.body.usage.completion_tokens + 4,
+      );
+
+      const got = await api.call('GET', `/v1/chat/completions/${sessionId}`, { token: key });
+      expect(got.status).toBe(200);
+      expect(got.body).toEqual({
+        id: sessionId,
+        object: 'chat.completion',
+        created_at: expect.any(Number),
+        messages: [
+          { role: 'system', content: 'Be brief.', created_at: expect.any(Number) },
+          { role: 'user', content: hello[0]!.content, created_at: expect.any(Number) },
+          { role: 'assistant', content: first.body.choices[0].message.content, created_at: expect.any(Number) },
+          { role: 'user', content: 'And in winter?', created_at: expect.any(Number) },
+          { role: 'assistant', content: followUp.body.choices[0].message.content, created_at: expect.any(Number) },
+        ],
+      });
+
+      const list = await api.call('GET', '/v1/chat/completions', { token: key });
+      expect(list.status).toBe(200);
+      expect(list.body).toEqual({
+        object: 'list',
+        data: expect.arrayContaining([{ id: sessionId, object: 'chat.completion', created_at: expect.any(Number) }]),
+        has_more: false,
+      });
+      expect(list.body.data.map((s: { id: string }) => s.id).sort()).toEqual([fresh.body.session_id, sessionId].sort());
+      const created = list.body.data.map((s: { created_at: number }) => s.created_at);
+      expect(created).toEqual([...created].sort((a, b) => b - a));
+
+      const other = await customer();
+      for (const res of [
+        await api.call('GET', `/v1/chat/completions/${sessionId}`, { token: other.key }),
+        await chat(other.key, { session_id: sessionId, messages: hello }),
+      ]) {
+        expect(res.status).toBe(404);
+        expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code: 'resource_not_found' });
+      }
+      expect((await api.call('GET', '/v1/chat/completions', { token: other.key })).body.data).toEqual([]);
+    });
+
+    it('answers an unknown session with 404 and charges nothing', async () => {
+      const { key } = await customer();
+      const before = await availableMicros(key);
+      const res = await chat(key, { session_id: 'chat_doesnotexist', messages: hello });
+      expect(res.status).toBe(404);
+      expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code: 'resource_not_found' });
+      expect((await api.call('GET', '/v1/chat/completions/chat_doesnotexist', { token: key })).status).toBe(404);
+      expect(await availableMicros(key)).toEqual(before);
+    });
+
+    it('pages the list with limit and after, and refuses a limit over 100', async () => {
+      const { key } = await customer();
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) ids.push((await chat(key, { messages: [{ role: 'user', content: `Question ${i}` }] })).body.session_id);
+      const page1 = await api.call('GET', '/v1/chat/completions?limit=2', { token: key });
+      expect(page1.body.data).toHaveLength(2);
+      expect(page1.body.has_more).toBe(true);
+      const page2 = await api.call('GET', `/v1/chat/completions?limit=2&after=${page1.body.data[1].id}`, { token: key });
+      expect(page2.body.has_more).toBe(false);
+      const seen = [...page1.body.data, ...page2.body.data];
+      expect(seen.map((s: { id: string }) => s.id).sort()).toEqual([...ids].sort());
+      const created = seen.map((s: { created_at: number }) => s.created_at);
+      expect(created).toEqual([...created].sort((a, b) => b - a));
+
+      const tooMany = await api.call('GET', '/v1/chat/completions?limit=101', { token: key });
+      expect(tooMany.status).toBe(400);
+      expect(tooMany.body.error).toMatchObject({ type: 'invalid_request_error', param: 'limit' });
+    });
+
+    it('lists and retrieves free of charge, with chat:read', async () => {
+      const { key } = await customer();
+      const sessionId = (await chat(key, { messages: hello })).body.session_id;
+      const before = await availableMicros(key);
+      await api.call('GET', '/v1/chat/completions', { token: key });
+      await api.call('GET', `/v1/chat/completions/${sessionId}`, { token: key });
+      expect(await availableMicros(key)).toEqual(before);
+      const { key: writer } = await customer({ scopes: ['chat:write'] });
+      expect((await api.call('GET', '/v1/chat/completions', { token: writer })).status).toBe(403);
+    });
+  });
+
+  describe('streaming', () => {
+    it('streams Server-Sent Events exactly as the spec says, and the text matches the non-streamed reply', async () => {
+      const { key } = await customer();
+      const whole = await chat(key, { messages: hello });
+      const before = await availableMicros(key);
+      const res = await stream(key, '/v1/chat/completions', { messages: hello });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+      const events = await readSse(res);
+      expect(events.at(-1)).toEqual({ raw: '[DONE]' });
+      const chunks = events.slice(0, -1).map((e) => e.json);
+      for (const c of chunks) {
+        expect(c).toMatchObject({ id: expect.stringMatching(/^chatcmpl_/), object: 'chat.completion.chunk', created: expect.any(Number), model: 'chat-2' });
+        expect(c.id).toBe(chunks[0].id);
+        expect(c).not.toHaveProperty('usage');
+      }
+      expect(chunks[0].choices).toEqual([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]);
+      const content = chunks.slice(1, -1);
+      expect(content.length).toBeGreaterThan(5);
+      for (const c of content) expect(c.choices).toEqual([{ index: 0, delta: { content: expect.any(String) }, finish_reason: null }]);
+      expect(chunks.at(-1).choices).toEqual([{ index: 0, delta: {}, finish_reason: 'stop' }]);
+      expect(content.map((c) => c.choices[0].delta.content).join('')).toBe(whole.body.choices[0].message.content);
+      // Charged the same tokens as the same request unstreamed.
+      expect(await availableMicros(key)).toEqual({ available: before.available - whole.body.usage.total_tokens * MICROS_PER_TOKEN, reserved: 0 });
+      // The streamed exchange is kept in the session named by every chunk.
+      const session = await api.call('GET', `/v1/chat/completions/${chunks[0].session_id}`, { token: key });
+      expect(session.body.messages.at(-1)).toMatchObject({ role: 'assistant', content: whole.body.choices[0].message.content });
+    });
+
+    it('honours stream_options.include_usage and max_tokens', async () => {
+      const { key } = await customer();
+      const before = await availableMicros(key);
+      const res = await stream(key, '/v1/chat/completions', { messages: hello, max_tokens: 7, stream_options: { include_usage: true } });
+      const events = await readSse(res);
+      expect(events.at(-1)).toEqual({ raw: '[DONE]' });
+      const chunks = events.slice(0, -1).map((e) => e.json);
+      const usageChunk = chunks.at(-1);
+      expect(usageChunk.choices).toEqual([]);
+      expect(usageChunk.usage).toEqual({ prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number), total_tokens: expect.any(Number) });
+      expect(usageChunk.usage.completion_tokens).toBeLessThanOrEqual(7);
+      for (const c of chunks.slice(0, -1)) expect(c.usage).toBeNull();
+      expect(chunks.at(-2).choices).toEqual([{ index: 0, delta: {}, finish_reason: 'length' }]);
+      expect(await availableMicros(key)).toEqual({ available: before.available - usageChunk.usage.total_tokens * MICROS_PER_TOKEN, reserved: 0 });
+    });
+
+    it('answers a refused stream with the plain error, not an event stream', async () => {
+      const { key } = await customer({ credit: 0.001 });
+      const res = await stream(key, '/v1/chat/completions', { messages: hello, max_tokens: 100 });
+      expect(res.status).toBe(402);
+      expect(((await res.json()) as any).error.code).toBe('insufficient_quota');
+    });
+
+    it('stops generating when the client disconnects and charges only what was generated', async () => {
+      const { key } = await customer();
+      const whole = await chat(key, { messages: hello });
+      const before = await availableMicros(key);
+      const abort = new AbortController();
+      const res = await stream(key, '/v1/chat/completions', { messages: hello }, abort.signal);
+      const reader = res.body!.getReader();
+      let received = '';
+      while (!received.includes('"content":" ')) received += new TextDecoder().decode((await reader.read()).value);
+      const sessionId = JSON.parse(received.split('\n\n')[0]!.slice(6)).session_id;
+      abort.abort();
+
+      let session: any;
+      await vi.waitFor(
+        async () => {
+          session = await api.call('GET', `/v1/chat/completions/${sessionId}`, { token: key });
+          expect(session.status).toBe(200);
+        },
+        { timeout: 10_000, interval: 50 },
+      );
+      const partial = session.body.messages.at(-1).content as string;
+      const full = whole.body.choices[0].message.content as string;
+      expect(full.startsWith(partial)).toBe(true);
+      expect(partial.length).toBeLessThan(full.length);
+      const after = await availableMicros(key);
+      expect(after.reserved).toBe(0);
+      const charged = before.available - after.available;
+      expect(charged).toBeGreaterThan(whole.body.usage.prompt_tokens * MICROS_PER_TOKEN - 1);
+      expect(charged).toBeLessThan(whole.body.usage.total_tokens * MICROS_PER_TOKEN);
+    });
+  });
+
+  describe('chat limits', () => {
+    it("refuses with 429 once the day's chat tokens are spent, counting streamed usage", async () => {
+      // Free tier: 10,000 chat tokens a day.
+      const { key } = await customer({ tier: 'free' });
+      const long = Array.from({ length: 9_990 }, (_, i) => `w${i % 10}`).join(' ');
+      const streamed = await stream(key, '/v1/chat/completions', { messages: [{ role: 'user', content: long }], max_tokens: 20 });
+      const events = await readSse(streamed);
+      expect(events.at(-1)).toEqual({ raw: '[DONE]' });
+      const refused = await chat(key, { messages: hello });
+      expect(refused.status).toBe(429);
+      expect(refused.body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limit_exceeded' });
+      expect(refused.body.error.message).toContain('chat tokens per day');
+    });
+  });
+
+  describe('POST /v1/completions', () => {
+    it('answers a text_completion, 16 tokens by default, billed like chat', async () => {
+      const { key } = await customer();
+      const before = await availableMicros(key);
+      const res = await api.call('POST', '/v1/completions', { token: key, body: { model: 'chat-2', prompt: 'Write about rivers and bridges' } });
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({
+        id: expect.stringMatching(/^cmpl_/),
+        object: 'text_completion',
+        created: expect.any(Number),
+        model: 'chat-2',
+        choices: [{ text: expect.stringContaining('rivers'), index: 0, logprobs: null, finish_reason: 'length' }],
+        usage: { prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number), total_tokens: expect.any(Number) },
+      });
+      expect(res.body.usage.completion_tokens).toBeLessThanOrEqual(16);
+      expect(await availableMicros(key)).toEqual({ available: before.available - res.body.usage.total_tokens * MICROS_PER_TOKEN, reserved: 0 });
+    });
+
+    it('answers one choice per prompt of an array', async () => {
+      const { key } = await customer();
+      const res = await api.call('POST', '/v1/completions', {
+        token: key,
+        body: { model: 'chat-2', prompt: ['Rivers', 'Mountains'], max_tokens: 200 },
+      });
+      expect(res.status).toBe(200);
+      expect(res.body.choices.map((c: any) => [c.index, c.finish_reason])).toEqual([
+        [0, 'stop'],
+        [1, 'stop'],
+      ]);
+      expect(res.body.choices[1].text).toContain('mountains');
+    });
+
+    it('streams text_completion chunks ending in [DONE]', async () => {
+      const { key } = await customer();
+      const whole = await api.call('POST', '/v1/completions', { token: key, body: { model: 'chat-2', prompt: 'Rivers', max_tokens: 300 } });
+      const events = await readSse(await stream(key, '/v1/completions', { prompt: 'Rivers', max_tokens: 300, stream_options: { include_usage: true } }));
+      expect(events.at(-1)).toEqual({ raw: '[DONE]' });
+      const chunks = events.slice(0, -1).map((e) => e.json);
+      for (const c of chunks) expect(c).toMatchObject({ id: expect.stringMatching(/^cmpl_/), object: 'text_completion', model: 'chat-2' });
+      const text = chunks.slice(0, -2).map((c) => c.choices[0].text).join('');
+      expect(text).toBe(whole.body.choices[0].text);
+      expect(chunks.at(-2).choices).toEqual([{ text: '', index: 0, logprobs: null, finish_reason: 'stop' }]);
+      expect(chunks.at(-1)).toMatchObject({ choices: [], usage: whole.body.usage });
+    });
+
+    it.each([
+      ['a missing prompt', { model: 'chat-2' }, 'missing_parameter', 'prompt'],
+      ['a wrong model', { model: 'davinci', prompt: 'x' }, 'invalid_model', 'model'],
+      ['a zero max_tokens', { model: 'chat-2', prompt: 'x', max_tokens: 0 }, 'invalid_parameter', 'max_tokens'],
+    ])('refuses %s with 400', async (_, body, code, param) => {
+      const { key } = await customer();
+      const res = await api.call('POST', '/v1/completions', { token: key, body });
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code, param });
+    });
+
+    it('needs text:write', async () => {
+      const { key } = await customer({ scopes: ['chat:write'] });
+      expect((await api.call('POST', '/v1/completions', { token: key, body: { model: 'chat-2', prompt: 'x' } })).status).toBe(403);
+    });
+  });
+
+  describe('the official openai SDK, unchanged', () => {
+    const sdk = (key: string) => new OpenAI({ apiKey: key, baseURL: `${service.url}/v1`, maxRetries: 0 });
+
+    it('creates a chat completion', async () => {
+      const { key } = await customer();
+      const completion = await sdk(key).chat.completions.create({ model: 'chat-2', messages: [{ role: 'user', content: 'Hello there' }] });
+      expect(completion.choices[0]!.message).toMatchObject({ role: 'assistant', content: expect.stringContaining('You') });
+      expect(completion.usage!.total_tokens).toBeGreaterThan(0);
+    });
+
+    it('streams a chat completion', async () => {
+      const { key } = await customer();
+      const chunks = await sdk(key).chat.completions.create({
+        model: 'chat-2',
+        messages: [{ role: 'user', content: 'Hello there' }],
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      let text = '';
+      let usage: OpenAI.CompletionUsage | null | undefined;
+      for await (const chunk of chunks) {
+        text += chunk.choices[0]?.delta.content ?? '';
+        usage = chunk.usage ?? usage;
+      }
+      expect(text.length).toBeGreaterThan(20);
+      expect(usage!.completion_tokens).toBeGreaterThan(0);
+    });
+
+    it('creates a text completion', async () => {
+      const { key } = await customer();
+      const completion = await sdk(key).completions.create({ model: 'chat-2', prompt: 'Once upon a time', max_tokens: 30 });
+      expect(completion.object).toBe('text_completion');
+      expect(completion.choices[0]!.text.length).toBeGreaterThan(10);
+    });
+
+    it('streams a text completion', async () => {
+      const { key } = await customer();
+      const chunks = await sdk(key).completions.create({ model: 'chat-2', prompt: 'Once upon a time', max_tokens: 30, stream: true });
+      let text = '';
+      for await (const chunk of chunks) text += chunk.choices[0]?.text ?? '';
+      expect(text.length).toBeGreaterThan(10);
+    });
+
+    it('raises the API error the SDK way', async () => {
+      const { key } = await customer({ credit: 0.001 });
+      await expect(
+        sdk(key).chat.completions.create({ model: 'chat-2', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 100 }),
+      ).rejects.toMatchObject({ status: 402, code: 'insufficient_quota' });
+    });
+  });
+
+  describe('charges', () => {
+    it('charges exactly the sum of usage × price over many concurrent requests, and never below zero', async () => {
+      // Each request holds its prompt plus the default 4,096-token cap (about 0.33 USD) while it runs.
+      const { key } = await customer({ credit: 10 });
+      const before = await availableMicros(key);
+      const results = await Promise.all(
+        Array.from({ length: 24 }, async (_, i) => {
+          const messages = [{ role: 'user', content: `Tell me about topic number ${i} ${'and more '.repeat(i)}` }];
+          if (i % 2 === 0) return (await chat(key, { messages })).body.usage.total_tokens as number;
+          const events = await readSse(await stream(key, '/v1/chat/completions', { messages, stream_options: { include_usage: true } }));
+          return events.at(-2)!.json.usage.total_tokens as number;
+        }),
+      );
+      const tokens = results.reduce((a, b) => a + b, 0);
+      expect(await availableMicros(key)).toEqual({ available: before.available - tokens * MICROS_PER_TOKEN, reserved: 0 });
+
+      // A balance for a few requests only: the rest are refused, and the balance stays at or above zero.
+      const poor = await customer({ credit: 0.05 });
+      const attempts = await Promise.all(Array.from({ length: 20 }, () => chat(poor.key, { messages: hello, max_tokens: 100 })));
+      const served = attempts.filter((r) => r.status === 200);
+      expect(attempts.every((r) => r.status === 200 || r.status === 402)).toBe(true);
+      expect(served.length).toBeGreaterThan(0);
+      expect(served.length).toBeLessThan(20);
+      const spent = served.reduce((sum, r) => sum + r.body.usage.total_tokens * MICROS_PER_TOKEN, 0);
+      const left = await availableMicros(poor.key);
+      expect(left).toEqual({ available: 50_000 - spent, reserved: 0 });
+      expect(left.available).toBeGreaterThanOrEqual(0);
+    });
+  });
+});
