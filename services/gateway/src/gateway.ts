@@ -48,6 +48,7 @@ export async function createGateway(options: GatewayOptions) {
     ready: async () => {
       await services.ping();
       unwrap(await services.request(Subjects.billing.ping, {}, { timeoutMs: 2_000 }));
+      unwrap(await services.request(Subjects.video.ping, {}, { timeoutMs: 2_000 }));
       unwrap(await services.request(Subjects.chat.ping, {}, { timeoutMs: 2_000 }));
     },
   });

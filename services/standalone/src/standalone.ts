@@ -8,6 +8,7 @@ import { EventStoreEventBus } from '@oc/messaging';
 import { type Clock, type IdSource, randomIds, systemClock, unwrap, Subjects, SCOPES, type CreatedApiKey, type Organization } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
 import { createGateway, RateLimits } from '@oc/gateway';
+import { createVideo } from '@oc/video';
 import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
 import { MemoryReadModelStore } from '@oc/readmodel';
 import { createLogger, type Logger } from '@oc/telemetry';
@@ -86,6 +87,24 @@ export async function startStandalone(options: StandaloneOptions) {
   const port = (server.address() as AddressInfo).port;
   const url = `http://127.0.0.1:${port}`;
 
+  // After the gateway listens, so that by default video URLs point at the address it actually got.
+  const video = await createVideo({
+    eventStore: stores.store,
+    readModels: new MemoryReadModelStore(),
+    client,
+    clock,
+    ids,
+    logger: logger.child({ service: 'video' }),
+    config,
+    publicBaseUrl: config.PUBLIC_BASE_URL ?? url,
+    dataDir: join(config.DATA_DIR, 'video'),
+  });
+  const videoApp = await NestFactory.createMicroservice(video.module, {
+    strategy: new InProcessServerStrategy(broker),
+    logger: false,
+  });
+  await videoApp.listen();
+
   const webhookKey = await resolveSecretKey(join(config.DATA_DIR, 'webhook-secret-key'), config.WEBHOOK_SECRET_KEY);
   const webhook = await createWebhook({
     eventStore: stores.store,
@@ -122,6 +141,8 @@ export async function startStandalone(options: StandaloneOptions) {
       await chat.close();
       await webhookApp.close();
       await webhook.close();
+      await videoApp.close();
+      await video.close();
       await billingApp.close();
       await billing.close();
       await stores.close();

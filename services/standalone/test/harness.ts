@@ -98,6 +98,7 @@ export const distributed: Starter = async (env = {}) => {
   const start = async () => {
     children = [
       spawnService('services/billing/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'billing') }),
+      spawnService('services/video/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'video'), PUBLIC_BASE_URL: `http://127.0.0.1:${port}` }),
       spawnService('services/chat/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'chat') }),
       spawnService('services/webhook/src/main.ts', {
         ...common,

@@ -12,6 +12,7 @@ import {
 } from '@oc/contracts';
 import type { ServiceClient } from '@oc/messaging';
 import { injectTraceHeaders } from '@oc/telemetry';
+import busboy from 'busboy';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { KeyAuthenticator } from '../application/authenticator';
@@ -126,7 +127,12 @@ async function run<P>(
   deps: GatewayDeps,
 ) {
   try {
-    const body = route.method === 'GET' || route.method === 'DELETE' ? {} : await readJsonBody(req, res);
+    const body =
+      route.method === 'GET' || route.method === 'DELETE'
+        ? {}
+        : route.body === 'json-or-multipart' && req.is('multipart/form-data')
+          ? await readMultipartBody(req)
+          : await readJsonBody(req, res);
     const ctx: RouteContext<P> = {
       req,
       res,
@@ -166,19 +172,66 @@ async function readJsonBody(req: Request, res: Response): Promise<unknown> {
   return req.body ?? {};
 }
 
-/** body-parser's errors carry a `type` and a status; map each to the spec's error body. */
+const tooLarge = () =>
+  new ApiError({
+    status: 413,
+    type: 'invalid_request_error',
+    code: 'request_too_large',
+    message: `The request body exceeds the ${MAX_BODY_BYTES} byte limit.`,
+  });
+
+/**
+ * A multipart/form-data body as an object of its text fields (what OpenAI's SDK sends for forms), under
+ * the same 1 MiB cap as JSON. File parts are refused: no route here takes an upload.
+ */
+function readMultipartBody(req: Request): Promise<Record<string, string>> {
+  return new Promise((resolve, reject) => {
+    let parser: busboy.Busboy;
+    try {
+      parser = busboy({ headers: req.headers, limits: { fieldSize: MAX_BODY_BYTES, fields: 100 } });
+    } catch {
+      reject(invalidRequest('invalid_body', 'The multipart body could not be read (missing boundary?).'));
+      return;
+    }
+    const fields: Record<string, string> = {};
+    let received = 0;
+    let failed = false;
+    const fail = (error: ApiError) => {
+      if (failed) return;
+      failed = true;
+      req.unpipe(parser);
+      req.resume();
+      reject(error);
+    };
+    req.on('data', (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > MAX_BODY_BYTES) fail(tooLarge());
+    });
+    parser.on('field', (name, value, info) => {
+      if (info.valueTruncated) fail(tooLarge());
+      else fields[name] = value;
+    });
+    parser.on('file', (name, stream) => {
+      stream.resume();
+      fail(invalidRequest('unsupported_parameter', `File uploads are not supported ('${name}').`, name));
+    });
+    parser.on('fieldsLimit', () => fail(invalidRequest('invalid_body', 'Too many form fields.')));
+    parser.on('error', () => fail(invalidRequest('invalid_body', 'The multipart body could not be read.')));
+    parser.on('close', () => {
+      if (!failed) resolve(fields);
+    });
+    req.pipe(parser);
+  });
+}
+
+/** body-parser's errors carry a `type` and a status; map each to the spec's error body.
 function bodyParserError(error: unknown): ApiError | undefined {
   const e = error as { type?: string; status?: number };
   switch (e?.type) {
     case 'entity.parse.failed':
       return invalidRequest('invalid_json', 'We could not parse the JSON body of your request.');
     case 'entity.too.large':
-      return new ApiError({
-        status: 413,
-        type: 'invalid_request_error',
-        code: 'request_too_large',
-        message: `The request body exceeds the ${MAX_BODY_BYTES} byte limit.`,
-      });
+      return tooLarge();
     case 'encoding.unsupported':
     case 'charset.unsupported':
       return new ApiError({

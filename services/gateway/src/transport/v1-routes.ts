@@ -1,6 +1,7 @@
 import { Subjects } from '@oc/contracts';
 import { chatRoutes } from './chat-routes';
 import type { Route } from './routes';
+import { videoRoutes } from './video-routes';
 import { webhookRoutes } from './webhook-routes';
 
 /** The public `/v1` surface: health and account here; each service's routes come from its own file. */
@@ -20,6 +21,7 @@ export function v1Routes(version: string, now: () => number): Route[] {
         services.request(Subjects.billing.getBalance, { org_id: principal.org_id }, { headers }),
     },
     ...chatRoutes(),
+    ...videoRoutes(),
     ...webhookRoutes(),
   ];
 }

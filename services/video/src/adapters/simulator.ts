@@ -5,6 +5,8 @@ import type { GenerationJob, Renderer, StartedGeneration, UpstreamStatus, VideoP
 const FAIL_DIRECTIVE = /\[sim:fail=([a-z_]+)\]/;
 /** Where a failing simulated job stops, as a fraction of its duration (the spec's examples fail at 35 and 45). */
 const FAIL_AT = 0.4;
+/** `[sim:stall]` keeps the job in progress at half way until the service's job time limit fails it. */
+const STALL_DIRECTIVE = '[sim:stall]';
 
 export function simulatedFailure(prompt: string): VideoFailureCode | null {
   const code = FAIL_DIRECTIVE.exec(prompt)?.[1];
@@ -42,6 +44,7 @@ export class SimulatedProvider implements VideoProvider {
     const fraction = (now - started.startedAt) / this.options.durationMs;
     const failure = simulatedFailure(job.prompt);
     if (failure && fraction >= FAIL_AT) return { status: 'failed', code: failure, message: FAILURE_MESSAGES[failure] };
+    if (job.prompt.includes(STALL_DIRECTIVE)) return { status: 'in_progress', progress: Math.min(50, Math.floor(fraction * 100)) };
     if (fraction >= 1) return { status: 'completed' };
     return { status: 'in_progress', progress: Math.floor(fraction * 100) };
   }

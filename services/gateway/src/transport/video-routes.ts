@@ -1,0 +1,144 @@
+import {
+  ApiError,
+  CREATE_VIDEO_CODES,
+  CreateVideoBody,
+  IdempotencyKeySchema,
+  invalidRequest,
+  ListVideosQuery,
+  parseOrThrow,
+  RemixVideoBody,
+  Subjects,
+  unwrap,
+  VIDEO_CONTENT_CHUNK_BYTES,
+  type VideoContentInfo,
+  VideoContentQuery,
+} from '@oc/contracts';
+import type { Route, RouteContext } from './routes';
+
+/** `Idempotency-Key` as Stripe defines it; absent means every POST creates a new video. */
+function idempotencyKey(ctx: RouteContext): { idempotency_key?: string } {
+  const raw = ctx.req.headers['idempotency-key'];
+  if (raw === undefined) return {};
+  const parsed = IdempotencyKeySchema.safeParse(raw);
+  if (!parsed.success) throw invalidRequest('invalid_idempotency_key', 'Idempotency-Key must be 1 to 255 characters.', 'Idempotency-Key');
+  return { idempotency_key: parsed.data };
+}
+
+const caller = (ctx: RouteContext) => ({ org_id: ctx.principal.org_id, mode: ctx.principal.mode });
+
+/** One `bytes=` range (RFC 9110): `a-b`, `a-` or `-n`; null when absent, 'unsatisfiable' when it cannot be served. */
+export function parseRange(header: string | undefined, size: number): { start: number; end: number } | null | 'unsatisfiable' {
+  if (!header) return null;
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || (m[1] === '' && m[2] === '')) return null;
+  if (m[1] === '') {
+    const suffix = Number(m[2]);
+    if (suffix === 0 || size === 0) return 'unsatisfiable';
+    return { start: Math.max(0, size - suffix), end: size - 1 };
+  }
+  const start = Number(m[1]);
+  const end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+  if (start >= size || end < start) return 'unsatisfiable';
+  return { start, end };
+}
+
+/**
+ * Streams a file from the video service in bounded base64 chunks over request/reply: the gateway never
+ * opens storage itself. Headers (type, length, range) are decided from a first describe call.
+ */
+async function sendContent(ctx: RouteContext): Promise<void> {
+  const { variant } = parseOrThrow(VideoContentQuery, ctx.query, { variant: 'invalid_variant' });
+  const ref = { org_id: ctx.principal.org_id, video_id: ctx.params.id!, variant };
+  const info = unwrap(
+    await ctx.services.request<VideoContentInfo>(Subjects.video.describeContent, ref, { headers: ctx.headers }),
+  );
+  const { res } = ctx;
+  const range = parseRange(ctx.req.headers.range, info.size);
+  res.setHeader('Accept-Ranges', 'bytes');
+  if (range === 'unsatisfiable') {
+    res.setHeader('Content-Range', `bytes */${info.size}`);
+    throw new ApiError({
+      status: 416,
+      type: 'invalid_request_error',
+      code: 'range_not_satisfiable',
+      message: `The requested range is outside the ${info.size}-byte file.`,
+      param: 'Range',
+    });
+  }
+  const start = range?.start ?? 0;
+  const end = range?.end ?? info.size - 1;
+  res.status(range ? 206 : 200);
+  res.setHeader('Content-Type', info.content_type);
+  res.setHeader('Content-Length', String(end - start + 1));
+  if (range) res.setHeader('Content-Range', `bytes ${start}-${end}/${info.size}`);
+  for (let offset = start; offset <= end; offset += VIDEO_CONTENT_CHUNK_BYTES) {
+    const length = Math.min(VIDEO_CONTENT_CHUNK_BYTES, end - offset + 1);
+    const chunk = unwrap(
+      await ctx.services.request<{ data: string }>(Subjects.video.readContent, { ...ref, offset, length }, { headers: ctx.headers }),
+    );
+    if (!res.write(Buffer.from(chunk.data, 'base64'))) await new Promise((resolve) => res.once('drain', resolve));
+    if (res.destroyed) return;
+  }
+  res.end();
+}
+
+/** The `/v1/videos` surface, mirroring OpenAI's Videos API. */
+export function videoRoutes(): Route[] {
+  return [
+    {
+      method: 'POST',
+      path: '/v1/videos',
+      scope: 'video:write',
+      body: 'json-or-multipart',
+      handle: (ctx) =>
+        ctx.services.request(
+          Subjects.video.create,
+          { ...parseOrThrow(CreateVideoBody, ctx.body, CREATE_VIDEO_CODES), ...caller(ctx), ...idempotencyKey(ctx) },
+          { headers: ctx.headers },
+        ),
+    },
+    {
+      method: 'GET',
+      path: '/v1/videos',
+      scope: 'video:read',
+      handle: (ctx) =>
+        ctx.services.request(
+          Subjects.video.list,
+          { ...parseOrThrow(ListVideosQuery, ctx.query), org_id: ctx.principal.org_id },
+          { headers: ctx.headers },
+        ),
+    },
+    {
+      method: 'GET',
+      path: '/v1/videos/:id',
+      scope: 'video:read',
+      handle: (ctx) =>
+        ctx.services.request(Subjects.video.get, { org_id: ctx.principal.org_id, video_id: ctx.params.id }, { headers: ctx.headers }),
+    },
+    {
+      method: 'DELETE',
+      path: '/v1/videos/:id',
+      scope: 'video:delete',
+      handle: (ctx) =>
+        ctx.services.request(Subjects.video.delete, { org_id: ctx.principal.org_id, video_id: ctx.params.id }, { headers: ctx.headers }),
+    },
+    {
+      method: 'POST',
+      path: '/v1/videos/:id/remix',
+      scope: 'video:write',
+      body: 'json-or-multipart',
+      handle: (ctx) =>
+        ctx.services.request(
+          Subjects.video.remix,
+          { ...parseOrThrow(RemixVideoBody, ctx.body, { prompt: 'invalid_prompt' }), ...caller(ctx), video_id: ctx.params.id, ...idempotencyKey(ctx) },
+          { headers: ctx.headers },
+        ),
+    },
+    {
+      method: 'GET',
+      path: '/v1/videos/:id/content',
+      scope: 'video:read',
+      handle: sendContent,
+    },
+  ];
+}
