@@ -9,6 +9,7 @@ export * from './reply';
 export * from './runtime';
 export * from './validation';
 export * from './video-events';
-export * from './chat';
 export * from './webhook';
+export * from './chat';
 export * from './video';
+export * from './gateway';

@@ -43,13 +43,14 @@ export async function createGateway(options: GatewayOptions) {
     clock,
     logger,
     adminToken: options.adminToken,
+    version: options.version,
     v1: v1Routes(options.version, () => clock.now()),
     admin: adminRoutes(),
     ready: async () => {
       await services.ping();
       unwrap(await services.request(Subjects.billing.ping, {}, { timeoutMs: 2_000 }));
-      unwrap(await services.request(Subjects.video.ping, {}, { timeoutMs: 2_000 }));
       unwrap(await services.request(Subjects.chat.ping, {}, { timeoutMs: 2_000 }));
+      unwrap(await services.request(Subjects.video.ping, {}, { timeoutMs: 2_000 }));
     },
   });
 

@@ -39,6 +39,7 @@ beforeAll(async () => {
     clock,
     logger,
     adminToken: 'admin-token-for-tests',
+    version: '1.2.3',
     v1: [
       { method: 'GET', path: '/v1/scoped/:id', scope: 'video:read', handle: async ({ params }) => ({ ok: true, data: params }) },
       { method: 'GET', path: '/v1/boom', scope: null, handle: async () => { throw new TypeError('a bug'); } },
@@ -152,5 +153,21 @@ describe('gateway: malformed input never causes a 5xx', () => {
   it('refuses an oversized Authorization header without looking it up', async () => {
     const res = await get('/v1/health', `oc_live_${'A'.repeat(5000)}`);
     expect(res.status).toBe(401);
+  });
+});
+
+describe('gateway: OpenAPI document', () => {
+  it('is public and derived from the routes and their zod contracts', async () => {
+    const res = await fetch(`${url}/openapi.json`);
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as any;
+    expect(doc).toMatchObject({ openapi: '3.1.0', info: { version: '1.2.3' } });
+    expect(doc.paths['/v1/scoped/{id}'].get).toMatchObject({
+      'x-required-scope': 'video:read',
+      parameters: [{ name: 'id', in: 'path', required: true }],
+    });
+    const health = doc.paths['/v1/health'].get.responses['200'].content['application/json'].schema;
+    expect(health.required).toEqual(['status', 'version', 'timestamp']);
+    expect(doc.components.schemas.Error.properties.error.required).toEqual(['type', 'message', 'code']);
   });
 });

@@ -1,5 +1,11 @@
 import {
   AddCreditsBody,
+  ApiKeySchema,
+  BalanceSchema,
+  CreatedApiKeySchema,
+  LedgerEntrySchema,
+  listOf,
+  OrganizationSchema,
   CreateApiKeyBody,
   CreateOrganizationBody,
   ListQuery,
@@ -18,6 +24,7 @@ export function adminRoutes(): Route<'admin'>[] {
       method: 'POST',
       path: '/admin/v1/organizations',
       scope: null,
+      doc: { summary: 'Create an organization', request: CreateOrganizationBody, response: OrganizationSchema },
       handle: ({ services, body, headers }) =>
         services.request(Subjects.billing.createOrganization, parseOrThrow(CreateOrganizationBody, body), { headers }),
     },
@@ -25,6 +32,7 @@ export function adminRoutes(): Route<'admin'>[] {
       method: 'GET',
       path: '/admin/v1/organizations',
       scope: null,
+      doc: { summary: 'List organizations, newest first', query: ListQuery, response: listOf(OrganizationSchema) },
       handle: ({ services, query, headers }) =>
         services.request(Subjects.billing.listOrganizations, parseOrThrow(ListQuery, query), { headers }),
     },
@@ -32,12 +40,14 @@ export function adminRoutes(): Route<'admin'>[] {
       method: 'GET',
       path: org,
       scope: null,
+      doc: { summary: 'Retrieve an organization', response: OrganizationSchema },
       handle: ({ services, params, headers }) => services.request(Subjects.billing.getOrganization, params, { headers }),
     },
     {
       method: 'PATCH',
       path: org,
       scope: null,
+      doc: { summary: "Change an organization's tier", request: UpdateOrganizationBody, response: OrganizationSchema },
       handle: ({ services, params, body, headers }) =>
         services.request(
           Subjects.billing.updateOrganization,
@@ -49,6 +59,7 @@ export function adminRoutes(): Route<'admin'>[] {
       method: 'POST',
       path: `${org}/credits`,
       scope: null,
+      doc: { summary: 'Add prepaid credit', request: AddCreditsBody, response: BalanceSchema },
       handle: ({ services, params, body, headers }) => {
         const credit = parseOrThrow(AddCreditsBody, body);
         return services.request(
@@ -62,12 +73,14 @@ export function adminRoutes(): Route<'admin'>[] {
       method: 'GET',
       path: `${org}/balance`,
       scope: null,
+      doc: { summary: "An organization's balance", response: BalanceSchema },
       handle: ({ services, params, headers }) => services.request(Subjects.billing.getBalance, params, { headers }),
     },
     {
       method: 'GET',
       path: `${org}/ledger`,
       scope: null,
+      doc: { summary: 'Ledger entries, newest first', query: ListQuery, response: listOf(LedgerEntrySchema) },
       handle: ({ services, params, query, headers }) =>
         services.request(Subjects.billing.listLedger, { ...parseOrThrow(ListQuery, query), org_id: params.org_id }, { headers }),
     },
@@ -75,6 +88,7 @@ export function adminRoutes(): Route<'admin'>[] {
       method: 'POST',
       path: `${org}/keys`,
       scope: null,
+      doc: { summary: 'Create an API key (the key is shown only here)', request: CreateApiKeyBody, response: CreatedApiKeySchema },
       handle: ({ services, params, body, headers }) =>
         services.request(
           Subjects.billing.createApiKey,
@@ -86,12 +100,14 @@ export function adminRoutes(): Route<'admin'>[] {
       method: 'GET',
       path: `${org}/keys`,
       scope: null,
+      doc: { summary: 'List API keys (no secrets)', response: listOf(ApiKeySchema) },
       handle: ({ services, params, headers }) => services.request(Subjects.billing.listApiKeys, params, { headers }),
     },
     {
       method: 'DELETE',
       path: `${org}/keys/:key_id`,
       scope: null,
+      doc: { summary: 'Revoke an API key, effective on the next request', response: ApiKeySchema },
       handle: ({ services, params, headers }) => services.request(Subjects.billing.revokeApiKey, params, { headers }),
     },
   ];

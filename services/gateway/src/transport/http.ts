@@ -19,6 +19,7 @@ import type { KeyAuthenticator } from '../application/authenticator';
 import type { KeyUsageRecorder } from '../application/key-usage';
 import type { RateLimits, RateLimitState } from '../application/rate-limits';
 import { anonymousWindow, requestWindows } from '../domain/limits';
+import { openApiDocument } from './openapi';
 import { compile, match, type Route, type RouteContext } from './routes';
 
 /** Bodies over this size are refused with 413 before they are read further. */
@@ -32,6 +33,8 @@ export interface GatewayDeps {
   clock: Clock;
   logger: Logger;
   adminToken: string;
+  /** The release, for the OpenAPI document. */
+  version: string;
   v1: Route[];
   admin: Route<'admin'>[];
   /** Per client address, for requests that fail authentication. */
@@ -50,6 +53,13 @@ export function createGatewayApp(deps: GatewayDeps) {
   app.disable('x-powered-by');
   app.set('trust proxy', false);
   app.set('query parser', 'simple');
+
+  // The contract, public like the spec itself; built once, from the same routes and schemas that serve requests.
+  let openApi: unknown;
+  app.get('/openapi.json', (_req, res) => {
+    openApi ??= openApiDocument(deps.version, deps.v1 as Route<unknown>[], deps.admin as Route<unknown>[]);
+    res.json(openApi);
+  });
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -224,7 +234,7 @@ function readMultipartBody(req: Request): Promise<Record<string, string>> {
   });
 }
 
-/** body-parser's errors carry a `type` and a status; map each to the spec's error body.
+/** body-parser's errors carry a `type` and a status; map each to the spec's error body. */
 function bodyParserError(error: unknown): ApiError | undefined {
   const e = error as { type?: string; status?: number };
   switch (e?.type) {

@@ -1,6 +1,7 @@
 import type { KeyPrincipal, Reply, Scope } from '@oc/contracts';
 import type { ServiceClient } from '@oc/messaging';
 import type { Request, Response } from 'express';
+import type { z } from 'zod';
 import type { RateLimits } from '../application/rate-limits';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -30,6 +31,8 @@ export interface Route<P = KeyPrincipal> {
   chat?: boolean;
   /** Body formats accepted (default JSON only); multipart is for clients such as OpenAI's SDK that send forms. */
   body?: 'json' | 'json-or-multipart';
+  /** For the OpenAPI document: what the route does and the contracts of its body, query and answer. */
+  doc?: { summary: string; request?: z.ZodType; query?: z.ZodType; response?: z.ZodType };
   handle(ctx: RouteContext<P>): Promise<Reply<unknown> | void>;
 }
 
