@@ -1,0 +1,248 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fail, ManualClock, ok, randomIds, type Reply, serviceUnavailable, Subjects, type Video } from '@oc/contracts';
+import { openSqliteStores } from '@oc/eventstore';
+import type { ServiceClient } from '@oc/messaging';
+import { MemoryReadModelStore } from '@oc/readmodel';
+import { createLogger } from '@oc/telemetry';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { FfmpegRenderer } from '../src/adapters/ffmpeg-renderer';
+import { ClockScheduler } from '../src/adapters/scheduler';
+import { createVideo } from '../src/app';
+import { VideoConfigSchema } from '../src/config';
+import { startFakeUpstream } from './fake-upstream';
+
+/** Billing as the video service sees it: reservations idempotent on their id, with failures on demand. */
+class FakeBilling {
+  readonly reserved = new Map<string, number>();
+  readonly captures: string[] = [];
+  readonly releases: string[] = [];
+  unavailableCaptures = 0;
+
+  async request<T>(subject: string, payload: any): Promise<Reply<T>> {
+    const id = payload.reservation_id as string;
+    switch (subject) {
+      case Subjects.billing.reserveFunds:
+        this.reserved.set(id, payload.amount_micros);
+        return ok({ reservation_id: id } as T);
+      case Subjects.billing.captureReservation:
+        if (this.unavailableCaptures > 0) {
+          this.unavailableCaptures--;
+          return fail(serviceUnavailable());
+        }
+        if (this.reserved.delete(id)) this.captures.push(id);
+        return ok({ reservation_id: id } as T);
+      case Subjects.billing.releaseReservation:
+        if (this.reserved.delete(id)) this.releases.push(id);
+        return ok({ reservation_id: id } as T);
+      default:
+        throw new Error(`unexpected subject ${subject}`);
+    }
+  }
+}
+
+const API_KEY = 'sk-upstream-test';
+const T0 = Date.UTC(2026, 10, 22, 12);
+const logger = createLogger({ service: 'video-test', level: 'silent' });
+const request = { org_id: 'org_1', mode: 'live' as const, model: 'video-2' as const, prompt: 'A lighthouse in a storm', seconds: '4' as const, size: '1280x720' as const };
+
+describe('video jobs against an OpenAI-compatible upstream', () => {
+  let mp4: Buffer;
+  let upstream: Awaited<ReturnType<typeof startFakeUpstream>>;
+  let stores: ReturnType<typeof openSqliteStores>;
+  let billing: FakeBilling;
+  let clock: ManualClock;
+  let dataDir: string;
+  let running: { video: Awaited<ReturnType<typeof createVideo>>; scheduler: ClockScheduler } | undefined;
+
+  beforeAll(async () => {
+    mp4 = await new FfmpegRenderer().clip('1280x720', '4');
+    upstream = await startFakeUpstream(API_KEY, mp4);
+  });
+  afterAll(() => upstream.close());
+  beforeEach(async () => {
+    stores = openSqliteStores({ filename: ':memory:' });
+    billing = new FakeBilling();
+    clock = new ManualClock(T0);
+    dataDir = await mkdtemp(join(tmpdir(), 'oc-video-int-'));
+  });
+  afterEach(async () => {
+    await running?.video.close();
+    running = undefined;
+    await stores.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  /** A video service "process" on the shared store; its scheduler runs only when the test says so. */
+  async function start(env: Record<string, string> = {}) {
+    await running?.video.close();
+    const scheduler = new ClockScheduler(clock, () => undefined, 3_600_000);
+    const video = await createVideo({
+      eventStore: stores.store,
+      readModels: new MemoryReadModelStore(),
+      client: billing as unknown as ServiceClient,
+      clock,
+      ids: randomIds,
+      logger,
+      config: VideoConfigSchema.parse({
+        VIDEO_PROVIDER: 'openai',
+        VIDEO_UPSTREAM_BASE_URL: upstream.url,
+        VIDEO_UPSTREAM_API_KEY: API_KEY,
+        VIDEO_RETRY_MS: '1000',
+        ...env,
+      }),
+      publicBaseUrl: 'https://api.example.com',
+      dataDir,
+      scheduler,
+    });
+    running = { video, scheduler };
+    return video;
+  }
+  /** Runs what is due, and what that makes due at the same instant. */
+  const runDue = async () => {
+    for (let i = 0; i < 4; i++) await running!.scheduler.runDue();
+  };
+  const retrieve = (id: string) => running!.video.service.get({ org_id: 'org_1', video_id: id });
+  const upstreamJob = () => [...upstream.jobs.values()].at(-1)!;
+
+  it('creates upstream as multipart with the mapped model, polls no faster than configured, maps progress, and fetches the file', async () => {
+    const { service } = await start();
+    const created = await service.create(request);
+    expect(billing.reserved.get(created.id)).toBe(400_000);
+    await runDue();
+    const job = upstreamJob();
+    expect(job).toMatchObject({ model: 'sora-2', prompt: request.prompt, seconds: '4', size: '1280x720' });
+    expect(upstream.requests.find((r) => r.method === 'POST')!.contentType).toMatch(/^multipart\/form-data; boundary=/);
+    expect((await retrieve(created.id)).status).toBe('in_progress');
+
+    job.status = 'in_progress';
+    job.progress = 37;
+    const polls = () => upstream.requests.filter((r) => r.method === 'GET').length;
+    clock.advance(4_999);
+    await runDue();
+    expect(polls()).toBe(0);
+    clock.advance(1);
+    await runDue();
+    expect(polls()).toBe(1);
+    expect(await retrieve(created.id)).toMatchObject({ status: 'in_progress', progress: 37 });
+
+    job.status = 'completed';
+    job.progress = 100;
+    clock.advance(5_000);
+    await runDue();
+    const video: Video = await retrieve(created.id);
+    expect(video).toMatchObject({ status: 'completed', progress: 100, url: `https://api.example.com/v1/videos/${created.id}/content` });
+    expect(billing.captures).toEqual([created.id]);
+    const content = await service.readContent({ org_id: 'org_1', video_id: created.id, variant: 'video', offset: 0, length: 100 });
+    expect(Buffer.from(content.data, 'base64')).toEqual(mp4.subarray(0, 100));
+  });
+
+  it('maps an upstream moderation failure to content_policy_violation and releases the reservation', async () => {
+    const { service } = await start();
+    const created = await service.create(request);
+    await runDue();
+    Object.assign(upstreamJob(), { status: 'in_progress', progress: 45 });
+    clock.advance(5_000);
+    await runDue();
+    Object.assign(upstreamJob(), { status: 'failed', error: { code: 'moderation_blocked', message: 'Blocked by moderation.' } });
+    clock.advance(5_000);
+    await runDue();
+    expect(await retrieve(created.id)).toMatchObject({
+      status: 'failed',
+      progress: 45,
+      error: { code: 'content_policy_violation', message: 'Blocked by moderation.' },
+    });
+    expect(billing.releases).toEqual([created.id]);
+    expect(billing.captures).toEqual([]);
+  });
+
+  it.each([
+    [400, 'moderation_blocked', 'content_policy_violation'],
+    [429, 'insufficient_quota', 'insufficient_quota'],
+    [400, 'invalid_value', 'generation_failed'],
+  ])('fails the job when the upstream refuses the create with %i %s (as %s)', async (status, code, expected) => {
+    const { service } = await start();
+    upstream.refuseNextCreate(status, code, 'Refused.');
+    const created = await service.create(request);
+    await runDue();
+    expect(await retrieve(created.id)).toMatchObject({ status: 'failed', progress: 0, error: { code: expected } });
+    expect(billing.releases).toEqual([created.id]);
+  });
+
+  it('retries a capture billing could not take, across a restart, and captures exactly once', async () => {
+    const first = await start();
+    const created = await first.service.create(request);
+    await runDue();
+    Object.assign(upstreamJob(), { status: 'completed', progress: 100 });
+    billing.unavailableCaptures = 2;
+    clock.advance(5_000);
+    await runDue();
+    expect((await retrieve(created.id)).status).toBe('completed');
+    expect(billing.captures).toEqual([]);
+
+    await start();
+    await runDue();
+    expect(billing.captures).toEqual([]);
+    clock.advance(1_000);
+    await runDue();
+    expect(billing.captures).toEqual([created.id]);
+    clock.advance(1_000);
+    await runDue();
+    await start();
+    await runDue();
+    expect(billing.captures).toEqual([created.id]);
+    expect(billing.releases).toEqual([]);
+  });
+
+  it('fails with timeout, refunded once, a job whose service came back after the time limit', async () => {
+    const first = await start({ VIDEO_JOB_TIMEOUT_MS: '60000' });
+    const created = await first.service.create(request);
+    await runDue();
+    await first.close();
+    running = undefined;
+    clock.advance(60_000);
+    await start({ VIDEO_JOB_TIMEOUT_MS: '60000' });
+    await runDue();
+    expect(await retrieve(created.id)).toMatchObject({ status: 'failed', error: { code: 'timeout' } });
+    expect(billing.releases).toEqual([created.id]);
+    await start({ VIDEO_JOB_TIMEOUT_MS: '60000' });
+    await runDue();
+    expect(billing.releases).toEqual([created.id]);
+  });
+
+  async function completedVideo(env: Record<string, string>) {
+    const { service } = await start(env);
+    const created = await service.create(request);
+    await runDue();
+    Object.assign(upstreamJob(), { status: 'completed', progress: 100 });
+    clock.advance(5_000);
+    await runDue();
+    return created.id;
+  }
+  const lifecycle = { VIDEO_PERSIST_AFTER_MS: '2700000', VIDEO_TEMP_TTL_MS: '3600000' };
+
+  it('persists to object storage after the configured age and keeps serving the same bytes from there', async () => {
+    const id = await completedVideo(lifecycle);
+    expect(await retrieve(id)).toMatchObject({ 'x-persisted': false, 'x-storage-provider': 'upstream', expires_at: expect.any(Number) });
+    clock.advance(2_700_000);
+    await runDue();
+    expect(await retrieve(id)).toMatchObject({ 'x-persisted': true, 'x-storage-provider': 'object_store', expires_at: null });
+    clock.advance(3_600_000);
+    const content = await running!.video.service.readContent({ org_id: 'org_1', video_id: id, variant: 'video', offset: 0, length: 8 });
+    expect(Buffer.from(content.data, 'base64')).toEqual(mp4.subarray(0, 8));
+  });
+
+  it('answers 410 video_expired for a video whose service was down until past the temporary TTL', async () => {
+    const id = await completedVideo(lifecycle);
+    await running!.video.close();
+    running = undefined;
+    clock.advance(3_600_000);
+    await start(lifecycle);
+    await runDue();
+    await expect(retrieve(id)).rejects.toMatchObject({ status: 410, code: 'video_expired' });
+    await expect(
+      running!.video.service.readContent({ org_id: 'org_1', video_id: id, variant: 'video', offset: 0, length: 8 }),
+    ).rejects.toMatchObject({ status: 410 });
+  });
+});
