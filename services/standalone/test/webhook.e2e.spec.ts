@@ -23,7 +23,8 @@ const modes: [string, Starter][] = [
   ...((await natsReachable()) ? [['distributed over NATS', distributed] as [string, Starter]] : []),
 ];
 
-const RETRY_DELAYS_MS = [0, 300];
+// Long enough for a process to be killed while a retry waits; the embedded clock is moved by hand.
+const RETRY_DELAYS_MS = [0, 1_500];
 const failWith =
   (status: number) =>
   (_req: unknown, res: ServerResponse): void => {
@@ -316,28 +317,40 @@ describe.each(modes)('webhooks (%s)', (mode, start) => {
       for (const secret of [hook.secret, rotated.body.secret]) expect(stripe.webhooks.constructEvent(got.rawBody, header, secret).type).toBe('video.completed');
     });
 
-    it('loses no delivery when the webhook service dies in the middle of one', async () => {
+    it('loses no delivery when the webhook service dies, whether an attempt is in flight or a retry is waiting', async () => {
       const { key, orgId } = await customer();
-      let hold = true;
+      let beforeCrash = true;
       const receiver = track(
-        await httpReceiver((_req, res) => {
-          // The first attempt never gets an answer: the service dies while it waits.
-          if (!hold) res.writeHead(200).end();
+        await httpReceiver((req, res) => {
+          if (!beforeCrash) return void res.writeHead(200).end();
+          // Before the crash one event's attempt fails (a retry then waits) and the other's never gets an answer.
+          if (JSON.parse(req.rawBody).data.id === 'video_waiting') res.writeHead(500).end();
         }),
       );
       const { body: hook } = await api.call('POST', '/v1/webhooks', { token: key, body: { url: receiver.url, events: ['video.completed'] } });
-      const stored = await producer.emit('VideoCompleted', orgId, { id: 'video_crash' });
-      await waitFor(receiver, 1);
-      hold = false;
+      const waiting = await producer.emit('VideoCompleted', orgId, { id: 'video_waiting' });
+      await eventually(async () => {
+        const log = await api.call('GET', `/v1/webhooks/${hook.id}/deliveries`, { token: key });
+        expect(log.body.data).toMatchObject([{ attempt: 1, delivery_status: 'pending' }]);
+      });
+      const inFlight = await producer.emit('VideoCompleted', orgId, { id: 'video_in_flight' });
+      await waitFor(receiver, 2);
+
+      beforeCrash = false;
       if (service.crash) await service.crash('webhook');
       else await service.restart();
-      await waitFor(receiver, 2, 100);
-      const ids = receiver.received.map((r) => r.headers['x-service-event-id']);
-      expect(new Set(ids)).toEqual(new Set([webhookEventId(stored.id)]));
+      await waitFor(receiver, 4, 100);
+      const after = receiver.received.slice(2).map((r) => [r.headers['x-service-event-id'], r.headers['x-service-delivery-attempt']]);
+      expect(after).toEqual(
+        expect.arrayContaining([
+          [webhookEventId(waiting.id), '2'],
+          [webhookEventId(inFlight.id), expect.any(String)],
+        ]),
+      );
       await eventually(async () => {
-        const status = await api.call('GET', `/v1/webhooks/${hook.id}`, { token: key });
-        expect(status.status).toBe(200);
-        expect(status.body.last_success_at).toEqual(expect.any(Number));
+        const log = await api.call('GET', `/v1/webhooks/${hook.id}/deliveries`, { token: key });
+        expect(log.status).toBe(200);
+        expect(log.body.data.filter((a: { delivery_status: string }) => a.delivery_status === 'succeeded')).toHaveLength(2);
       });
     });
   });
