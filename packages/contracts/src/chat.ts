@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ApiErrorSchema } from './errors';
 import { ListQuery } from './billing';
+import { Subjects } from './subjects';
 import type { ValidationCodes } from './validation';
 
 /** The public model id; each upstream provider maps it to a model of its own. */
@@ -145,7 +146,7 @@ const Caller = { org_id: z.string().min(1), mode: z.enum(['live', 'test']) };
  * Where a streamed answer goes. The chat service publishes `StreamFrame`s on this subject (one the
  * gateway subscribed to before asking), so a stream is one request/reply plus a broadcast per chunk.
  */
-const StreamTarget = { stream_to: z.string().min(1).max(200).optional() };
+const StreamTarget = { stream_to: z.string().max(200).startsWith(`${Subjects.chat.streamPrefix}.`).optional() };
 
 export const ChatMessages = {
   createChatCompletion: CreateChatCompletionBody.extend({ ...Caller, ...StreamTarget }),

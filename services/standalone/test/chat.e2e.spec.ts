@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { type FakeUpstream, startFakeUpstream } from '../../chat/test/fake-upstream';
 import { clientFor } from './client';
 import { distributed, embedded, type RunningService, type Starter } from './harness';
 import { natsReachable } from './nats';
@@ -504,5 +505,88 @@ describe.each(modes)('chat and text completions (%s)', (_mode, start) => {
       expect(left).toEqual({ available: 50_000 - spent, reserved: 0 });
       expect(left.available).toBeGreaterThanOrEqual(0);
     });
+  });
+});
+
+describe.each(modes)('chat with an OpenAI-compatible upstream (%s)', (_mode, start) => {
+  let upstream: FakeUpstream;
+  let service: RunningService;
+  let api: ReturnType<typeof clientFor>;
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    service = await start({
+      CHAT_UPSTREAM: 'openai',
+      CHAT_UPSTREAM_BASE_URL: upstream.baseUrl,
+      CHAT_UPSTREAM_API_KEY: 'sk-upstream',
+      CHAT_UPSTREAM_MODEL: 'gpt-4o-mini',
+      CHAT_SIMULATOR_WORD_DELAY_MS: '0',
+    });
+    api = clientFor(service);
+  });
+  afterAll(async () => {
+    await service?.stop();
+    await upstream?.close();
+  });
+
+  const balance = async (key: string) => {
+    const res = await api.call('GET', '/v1/account/balance', { token: key });
+    return { available: Math.round(res.body.available * 1e6), reserved: Math.round(res.body.reserved * 1e6) };
+  };
+
+  it('sends the theory position upstream as an instruction and charges the usage the upstream reports', async () => {
+    const { key } = await api.newCustomer({ credit: 10, scopes: ['chat:write'] });
+    upstream.requests.length = 0;
+    upstream.script = [{ content: 'Organise' }, { content: ' locally.' }, { finish: 'stop' }, { usage: { prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 } }];
+    const res = await api.call('POST', '/v1/chat/completions', {
+      token: key,
+      body: { model: 'chat-2', messages: [{ role: 'user', content: 'Where do I start?' }], 'x-theory-position': { x: -1, y: -0.5 }, max_tokens: 64 },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.choices[0].message.content).toBe('Organise locally.');
+    expect(res.body.usage).toEqual({ prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 });
+    expect(upstream.requests).toEqual([
+      expect.objectContaining({
+        model: 'gpt-4o-mini',
+        max_tokens: 64,
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [
+          {
+            role: 'system',
+            content:
+              'Steer the emphasis of your reply by this blend of theories of change: voluntarism (grassroots mobilization) 75%, subjectivism (cultural transformation) 25%.',
+          },
+          { role: 'user', content: 'Where do I start?' },
+        ],
+      }),
+    ]);
+    expect(await balance(key)).toEqual({ available: 10_000_000 - 43 * MICROS_PER_TOKEN, reserved: 0 });
+  });
+
+  it('ends a stream with an error event when the upstream fails mid-stream, and charges nothing', async () => {
+    const { key } = await api.newCustomer({ credit: 10, scopes: ['chat:write'] });
+    upstream.script = [{ content: 'Hel' }, { error: 'model overloaded' }];
+    const res = await fetch(`${service.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat-2', stream: true, messages: [{ role: 'user', content: 'Hi' }] }),
+    });
+    expect(res.status).toBe(200);
+    const events = await readSse(res);
+    expect(events.map((e) => e.json?.choices?.[0]?.delta ?? e.json)).toEqual([
+      { role: 'assistant', content: '' },
+      { content: 'Hel' },
+      { error: { type: 'service_unavailable_error', code: 'upstream_error', message: 'The upstream model failed: model overloaded' } },
+    ]);
+    expect(await balance(key)).toEqual({ available: 10_000_000, reserved: 0 });
+  });
+
+  it('keeps serving test keys from the simulator', async () => {
+    const { key } = await api.newCustomer({ scopes: ['chat:write'], key: { mode: 'test' } });
+    upstream.requests.length = 0;
+    const res = await api.call('POST', '/v1/chat/completions', { token: key, body: { model: 'chat-2', messages: [{ role: 'user', content: 'Hi' }] } });
+    expect(res.status).toBe(200);
+    expect(upstream.requests).toEqual([]);
   });
 });

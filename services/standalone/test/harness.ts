@@ -98,6 +98,7 @@ export const distributed: Starter = async (env = {}) => {
   const start = async () => {
     children = [
       spawnService('services/billing/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'billing') }),
+      spawnService('services/chat/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'chat') }),
       spawnService('services/video/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'video'), PUBLIC_BASE_URL: `http://127.0.0.1:${port}` }),
       spawnService('services/chat/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'chat') }),
       spawnService('services/webhook/src/main.ts', {
@@ -116,7 +117,11 @@ export const distributed: Starter = async (env = {}) => {
         if (res.status !== 200) throw new Error(`not ready: ${res.status}`);
       },
       { timeout: 30_000, interval: 100 },
-    );
+    ).catch(async (error: unknown) => {
+      // Nobody else will stop them: left running, they would answer other runs' requests on NATS.
+      await Promise.all(children.map(stopProcess));
+      throw error;
+    });
   };
   await start();
   return {

@@ -10,7 +10,7 @@ export interface SimulatorOptions {
 }
 
 const STOP_WORDS = new Set(
-  'a an and are as at be but by can do does for from has have how i if in into is it its me my of on or our please so that the their them then there these this to us was we what when where which who why will with would you your tell explain write about could should give'.split(
+  'a an and are as at be but by can do does for from has have how i if in into is it its me my of on or our please so that the their them then there these this to us was we what when where which who why will with would you your tell explain write about could should give start make get need want know think find use also just more some any very'.split(
     ' ',
   ),
 );

@@ -1,0 +1,73 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** What the fake does with one request: plays `script` as an OpenAI-style event stream. */
+export type Step =
+  | { content: string }
+  | { finish: 'stop' | 'length' }
+  | { usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } }
+  | { error: string }
+  /** Waits until the test lets the stream go on. */
+  | { gate: Promise<void> }
+  | { drop: true };
+
+export interface FakeUpstream {
+  baseUrl: string;
+  /** Request bodies received, in order. */
+  requests: any[];
+  /** Authorization headers received, in order. */
+  authorizations: Array<string | undefined>;
+  /** Requests whose client went away before the stream ended. */
+  abandoned: number;
+  /** Answer the next requests with this status instead of a stream. */
+  failWith: number | undefined;
+  script: Step[];
+  close(): Promise<void>;
+}
+
+/** A local OpenAI-compatible Chat Completions server, streaming whatever the test scripts. */
+export async function startFakeUpstream(): Promise<FakeUpstream> {
+  const fake: FakeUpstream = {
+    baseUrl: '',
+    requests: [],
+    authorizations: [],
+    abandoned: 0,
+    failWith: undefined,
+    script: [],
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+  const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+    let raw = '';
+    for await (const part of req) raw += part;
+    fake.requests.push(JSON.parse(raw));
+    fake.authorizations.push(req.headers.authorization);
+    if (fake.failWith) {
+      res.writeHead(fake.failWith, { 'content-type': 'application/json' }).end('{"error":{"message":"upstream is down"}}');
+      return;
+    }
+    let ended = false;
+    res.on('close', () => {
+      if (!ended) fake.abandoned++;
+    });
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const chunk = (body: object) => res.write(`data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', ...body })}\n\n`);
+    chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] });
+    for (const step of fake.script) {
+      if ('content' in step) chunk({ choices: [{ index: 0, delta: { content: step.content }, finish_reason: null }] });
+      else if ('finish' in step) chunk({ choices: [{ index: 0, delta: {}, finish_reason: step.finish }] });
+      else if ('usage' in step) chunk({ choices: [], usage: step.usage });
+      else if ('error' in step) res.write(`data: ${JSON.stringify({ error: { message: step.error } })}\n\n`);
+      else if ('gate' in step) await step.gate;
+      else {
+        res.destroy();
+        return;
+      }
+    }
+    res.write('data: [DONE]\n\n');
+    ended = true;
+    res.end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  fake.baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  return fake;
+}

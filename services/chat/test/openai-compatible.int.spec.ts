@@ -1,0 +1,105 @@
+import { ApiError } from '@oc/contracts';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { OpenAiCompatibleProvider } from '../src/adapters/openai-compatible';
+import type { GenerationEvent } from '../src/application/ports';
+import { type FakeUpstream, startFakeUpstream } from './fake-upstream';
+
+describe('OpenAI-compatible upstream', () => {
+  let upstream: FakeUpstream;
+  let provider: OpenAiCompatibleProvider;
+  const request = {
+    messages: [
+      { role: 'system' as const, content: 'Be brief.' },
+      { role: 'user' as const, content: 'Hi' },
+    ],
+    maxTokens: 50,
+    temperature: 0.3,
+    stop: ['END'],
+  };
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    provider = new OpenAiCompatibleProvider({ baseUrl: upstream.baseUrl, apiKey: 'sk-upstream', model: 'llama-3.1-8b', timeoutMs: 5_000 });
+  });
+  afterAll(() => upstream.close());
+  beforeEach(() => {
+    upstream.requests.length = 0;
+    upstream.failWith = undefined;
+  });
+
+  const collect = async (signal = new AbortController().signal) => {
+    const events: GenerationEvent[] = [];
+    for await (const event of provider.generate(request, signal)) events.push(event);
+    return events;
+  };
+
+  it('asks for a stream with usage, under the mapped model, and relays content, finish and usage', async () => {
+    upstream.script = [
+      { content: 'Hello' },
+      { content: ' world' },
+      { finish: 'length' },
+      { usage: { prompt_tokens: 12, completion_tokens: 2, total_tokens: 14 } },
+    ];
+    expect(await collect()).toEqual([
+      { type: 'content', text: 'Hello' },
+      { type: 'content', text: ' world' },
+      { type: 'finish', finishReason: 'length', usage: { prompt_tokens: 12, completion_tokens: 2, total_tokens: 14 } },
+    ]);
+    expect(upstream.requests).toEqual([
+      {
+        model: 'llama-3.1-8b',
+        messages: request.messages,
+        max_tokens: 50,
+        temperature: 0.3,
+        stop: ['END'],
+        stream: true,
+        stream_options: { include_usage: true },
+      },
+    ]);
+    expect(upstream.authorizations).toContain('Bearer sk-upstream');
+  });
+
+  it('relays each chunk as it arrives, before the upstream has finished', async () => {
+    let release!: () => void;
+    upstream.script = [{ content: 'first' }, { gate: new Promise<void>((r) => (release = r)) }, { content: ' second' }, { finish: 'stop' }];
+    const iterator = provider.generate(request, new AbortController().signal)[Symbol.asyncIterator]();
+    expect((await iterator.next()).value).toEqual({ type: 'content', text: 'first' });
+    release();
+    expect((await iterator.next()).value).toEqual({ type: 'content', text: ' second' });
+    expect((await iterator.next()).value).toEqual({ type: 'finish', finishReason: 'stop' });
+    expect((await iterator.next()).done).toBe(true);
+  });
+
+  it('stops the upstream call when aborted, without an error', async () => {
+    const abandonedBefore = upstream.abandoned;
+    upstream.script = [{ content: 'first' }, { gate: new Promise<void>(() => {}) }];
+    const abort = new AbortController();
+    const events: GenerationEvent[] = [];
+    for await (const event of provider.generate(request, abort.signal)) {
+      events.push(event);
+      abort.abort();
+    }
+    expect(events).toEqual([{ type: 'content', text: 'first' }]);
+    await vi.waitFor(() => expect(upstream.abandoned).toBe(abandonedBefore + 1));
+  });
+
+  it.each([
+    ['an error status', () => (upstream.failWith = 500), /answered 500/],
+    ['an error event mid-stream', () => (upstream.script = [{ content: 'Hel' }, { error: 'model overloaded' }]), /model overloaded/],
+    ['a dropped connection mid-stream', () => (upstream.script = [{ content: 'Hel' }, { drop: true }]), /could not be reached/],
+  ])('turns %s into a retryable 503', async (_, arrange, message) => {
+    arrange();
+    const failure = await collect().catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(ApiError);
+    expect(failure).toMatchObject({ status: 503, type: 'service_unavailable_error', code: 'upstream_error', message: expect.stringMatching(message) });
+  });
+
+  it('gives up on a silent upstream after its timeout', async () => {
+    const slow = new OpenAiCompatibleProvider({ baseUrl: upstream.baseUrl, model: 'm', timeoutMs: 100 });
+    upstream.script = [{ gate: new Promise<void>(() => {}) }];
+    const failure = await (async () => {
+      for await (const _ of slow.generate(request, new AbortController().signal));
+    })().catch((error: unknown) => error);
+    expect(failure).toMatchObject({ status: 503, message: 'The upstream model did not answer within 100 ms.' });
+  });
+});
