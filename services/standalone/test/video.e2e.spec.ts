@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { httpReceiver } from '../../webhook/test/support';
 import { clientFor } from './client';
 import { distributed, embedded, type RunningService, type Starter } from './harness';
 import { natsReachable } from './nats';
@@ -62,6 +63,8 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       VIDEO_TEMP_TTL_MS: '600000',
       VIDEO_JOB_TIMEOUT_MS: '600000',
       VIDEO_RETRY_MS: '200',
+      WEBHOOK_MODE: 'development',
+      WEBHOOK_ALLOW_PRIVATE: '1',
     });
   });
   afterAll(async () => {
@@ -393,6 +396,40 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       expect(remix).toMatchObject({ status: 'queued', remixed_from_video_id: video.id });
       expect(await client.videos.delete(remix.id)).toEqual({ id: remix.id, object: 'video.deleted', deleted: true });
       await expect(client.videos.retrieve(remix.id)).rejects.toMatchObject({ status: 404, code: 'video_not_found' });
+    });
+  });
+
+  describe('notifications', () => {
+    it('has the webhook service deliver video.processing and video.completed, with the spec data, for a real job', async () => {
+      const { key } = await customer(10, [...VIDEO_SCOPES, 'webhook:write']);
+      const receiver = await httpReceiver();
+      try {
+        const hook = await h.api().call('POST', '/v1/webhooks', {
+          token: key,
+          body: { url: receiver.url, events: ['video.processing', 'video.completed', 'video.failed'] },
+        });
+        expect(hook.status).toBe(200);
+        const created = await h.create(key);
+        const video = await h.reachStatus(key, created.body.id, 'completed');
+        const events = await h.eventually(async () => {
+          const received = receiver.received.map((r) => JSON.parse(r.rawBody));
+          expect(received.map((e) => e.type).sort()).toEqual(['video.completed', 'video.processing']);
+          return received;
+        });
+        const base = { id: video.id, object: 'video', created: video.created, model: 'video-2', prompt: PROMPT };
+        expect(events.find((e) => e.type === 'video.processing').data).toEqual({ ...base, status: 'in_progress', progress: 1, url: null });
+        expect(events.find((e) => e.type === 'video.completed').data).toEqual({
+          ...base,
+          status: 'completed',
+          progress: 100,
+          url: video.url,
+          seconds: '4',
+          size: '1280x720',
+          cost: { amount: 0.4, currency: 'usd' },
+        });
+      } finally {
+        await receiver.close();
+      }
     });
   });
 
