@@ -4,7 +4,7 @@ import type { DurableEventBus } from '@oc/messaging';
 import { ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
-import { HttpWebhookSender, type WebhookSender } from './adapters/http-sender';
+import { HttpWebhookSender } from './adapters/http-sender';
 import { SecretBox } from './adapters/secret-box';
 import { Deliveries, type DeliveryPolicy } from './application/deliveries';
 import { systemTimers, type Timers } from './application/scheduler';
@@ -44,9 +44,6 @@ export interface WebhookRuntime {
   settings: WebhookSettings;
   version: string;
   timers?: Timers;
-  /** Replaces the HTTP sender (the SSRF-filtering one) only where a test needs to. */
-  sender?: WebhookSender;
-  secretBytes?: () => Buffer;
 }
 
 @Module({})
@@ -73,15 +70,12 @@ export async function createWebhook(runtime: WebhookRuntime) {
     onError: (err) => logger.error({ err }, 'webhook projection stopped'),
   });
   await projections.start();
-  const httpSender = runtime.sender
-    ? undefined
-    : new HttpWebhookSender({
-        timeoutMs: settings.timeoutMs,
-        maxResponseBytes: settings.maxResponseBytes,
-        allowPrivateAddresses: settings.allowPrivate,
-        ca: settings.ca,
-      });
-  const sender = runtime.sender ?? httpSender!;
+  const sender = new HttpWebhookSender({
+    timeoutMs: settings.timeoutMs,
+    maxResponseBytes: settings.maxResponseBytes,
+    allowPrivateAddresses: settings.allowPrivate,
+    ca: settings.ca,
+  });
   const secrets = SecretBox.fromConfig(settings.secretKey);
   const commands = new CommandHandler(runtime.eventStore);
   const userAgent = `OC-Webhooks/${runtime.version}`;
@@ -116,7 +110,6 @@ export async function createWebhook(runtime: WebhookRuntime) {
     ids: runtime.ids,
     policy: registration,
     userAgent,
-    ...(runtime.secretBytes ? { secretBytes: runtime.secretBytes } : {}),
   });
   const resumed = await deliveries.resume();
   if (resumed > 0) logger.info({ resumed }, 'pending webhook deliveries resumed');
@@ -133,7 +126,7 @@ export async function createWebhook(runtime: WebhookRuntime) {
     async close() {
       await consumer.stop();
       await deliveries.stop();
-      httpSender?.close();
+      sender.close();
       await projections.stop();
     },
   };

@@ -5,7 +5,6 @@ import { pino } from 'pino';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { WebhookSender } from '../src/adapters/http-sender';
 import {
   completedVideo,
   httpReceiver,
@@ -45,8 +44,8 @@ afterEach(async () => {
   await Promise.all(receivers.splice(0).map((r) => r.close()));
 });
 
-async function start(overrides: Parameters<typeof testSettings>[0] = {}, options: { sender?: WebhookSender } = {}) {
-  running = await startInProcess(testSettings({ ca: [tls.ca], ...overrides }), options);
+async function start(overrides: Parameters<typeof testSettings>[0] = {}) {
+  running = await startInProcess(testSettings({ ca: [tls.ca], ...overrides }));
   return running;
 }
 const track = <R extends Receiver>(r: R) => {

@@ -12,7 +12,6 @@ import { pino, type Logger } from 'pino';
 import { generate } from 'selfsigned';
 import Stripe from 'stripe';
 import { vi } from 'vitest';
-import type { WebhookSender } from '../src/adapters/http-sender';
 import { createWebhook, type WebhookSettings } from '../src/app';
 import type { Timers } from '../src/application/scheduler';
 
@@ -179,7 +178,7 @@ export const completedVideo = (overrides: Partial<VideoEventData> = {}): VideoEv
 });
 
 /** The webhook service in this process over a SQLite file, the embedded bus and a manual clock. */
-export async function startInProcess(settings: WebhookSettings, options: { sender?: WebhookSender; logger?: Logger } = {}) {
+export async function startInProcess(settings: WebhookSettings, options: { logger?: Logger } = {}) {
   const dir = await mkdtemp(join(tmpdir(), 'oc-webhook-'));
   const clock = new ManualClock(Date.now());
   const timers = new ManualTimers(clock);
@@ -197,7 +196,6 @@ export async function startInProcess(settings: WebhookSettings, options: { sende
       settings,
       version: '0.1.0',
       timers,
-      ...(options.sender ? { sender: options.sender } : {}),
     });
   const running: InProcessWebhook = {
     clock,

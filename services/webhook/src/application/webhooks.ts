@@ -45,8 +45,6 @@ export interface WebhookServiceDeps {
   ids: IdSource;
   policy: RegistrationPolicy;
   userAgent: string;
-  /** 32 random bytes for a new secret; injected so tests can pin them. */
-  secretBytes?: () => Buffer;
 }
 
 /** Registration, the test operation, rotation, and the owner's view of deliveries. */
@@ -65,7 +63,7 @@ export class WebhookService {
   }
 
   private newSecret(): string {
-    return formatSecret((this.deps.secretBytes ?? (() => randomBytes(32)))());
+    return formatSecret(randomBytes(32));
   }
 
   private checkUrl(url: string) {
