@@ -350,6 +350,19 @@ describe.each(modes)('chat and text completions (%s)', (_mode, start) => {
   });
 
   describe('chat limits', () => {
+    it("applies the tier's chat requests per minute to chat endpoints (standard: 60)", async () => {
+      const { key } = await customer();
+      const statuses: number[] = [];
+      for (let i = 0; i < 61; i++) statuses.push((await api.call('GET', '/v1/chat/completions?limit=1', { token: key })).status);
+      expect(statuses.filter((s) => s === 200)).toHaveLength(60);
+      const refused = await api.call('GET', '/v1/chat/completions', { token: key });
+      expect(refused.status).toBe(429);
+      expect(refused.body.error.message).toContain('chat per minute');
+      expect(Number(refused.headers.get('x-ratelimit-limit'))).toBe(60);
+      // Other endpoints still answer: the general per-minute limit is 100.
+      expect((await api.call('GET', '/v1/account/balance', { token: key })).status).toBe(200);
+    });
+
     it("refuses with 429 once the day's chat tokens are spent, counting streamed usage", async () => {
       // Free tier: 10,000 chat tokens a day.
       const { key } = await customer({ tier: 'free' });

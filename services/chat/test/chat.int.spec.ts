@@ -1,0 +1,160 @@
+import { ApiError, type ChatMessage, ManualClock, randomIds, type StreamFrame } from '@oc/contracts';
+import { CommandHandler, openSqliteStores } from '@oc/eventstore';
+import { MemoryReadModelStore, ProjectionRunner } from '@oc/readmodel';
+import { createLogger } from '@oc/telemetry';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { SimulatorProvider } from '../src/adapters/simulator';
+import { gptTokenizer } from '../src/adapters/tokenizer';
+import { ChatService } from '../src/application/chat';
+import type { ChatProvider, GenerationEvent, GenerationRequest } from '../src/application/ports';
+import { chatProjections } from '../src/projections/chat-projections';
+
+/** An upstream that records what it was sent and plays back words, optionally waiting forever midway. */
+class ScriptedProvider implements ChatProvider {
+  requests: GenerationRequest[] = [];
+  words = ['Plant', ' early', ' and', ' water', ' often.'];
+  /** Stop after this many words and wait until aborted. */
+  hangAfter: number | undefined;
+  failAfter: number | undefined;
+
+  async *generate(request: GenerationRequest, signal: AbortSignal): AsyncIterable<GenerationEvent> {
+    this.requests.push(request);
+    for (const [i, word] of this.words.entries()) {
+      if (i === this.failAfter) throw new ApiError({ status: 503, type: 'service_unavailable_error', code: 'upstream_error', message: 'down' });
+      if (i === this.hangAfter) {
+        await new Promise((resolve) => signal.addEventListener('abort', resolve));
+        return;
+      }
+      yield { type: 'content', text: word };
+    }
+    yield { type: 'finish', finishReason: 'stop' };
+  }
+}
+
+describe('chat service', () => {
+  let stores: ReturnType<typeof openSqliteStores>;
+  let projections: ProjectionRunner;
+  let provider: ScriptedProvider;
+  let chat: ChatService;
+  let funds: Array<[string, ...unknown[]]>;
+  let frames: StreamFrame[];
+
+  const start = async (contextTokens = 128_000) => {
+    const readModels = new MemoryReadModelStore();
+    projections = new ProjectionRunner(stores.store, readModels, chatProjections);
+    await projections.start();
+    chat = new ChatService({
+      eventStore: stores.store,
+      commands: new CommandHandler(stores.store),
+      readModels,
+      projections,
+      provider,
+      simulator: new SimulatorProvider({ tokenizer: gptTokenizer, wordDelayMs: 0 }),
+      tokenizer: gptTokenizer,
+      funds: {
+        reserve: async (org, id, amount) => void funds.push(['reserve', org, id, amount]),
+        capture: async (org, id, amount) => void funds.push(['capture', org, id, amount]),
+        release: async (org, id) => void funds.push(['release', org, id]),
+      },
+      frames: { publish: async (_subject, frame) => void frames.push(frame as StreamFrame) },
+      clock: new ManualClock(Date.UTC(2026, 10, 22)),
+      ids: randomIds,
+      pricing: { microsPer1kTokens: 80_000, defaultMaxTokens: 256, contextTokens },
+      logger: createLogger({ service: 'chat-test', level: 'silent' }),
+    });
+  };
+
+  beforeEach(() => {
+    stores = openSqliteStores({ filename: ':memory:' });
+    provider = new ScriptedProvider();
+    funds = [];
+    frames = [];
+  });
+  afterEach(async () => {
+    await chat.close();
+    await projections.stop();
+    await stores.close();
+  });
+
+  const ask = (content: string, extra: Record<string, unknown> = {}) =>
+    chat.createChatCompletion({
+      model: 'chat-2',
+      messages: [{ role: 'user', content }],
+      stream: false,
+      temperature: 1,
+      org_id: 'org_1',
+      mode: 'live',
+      ...extra,
+    }) as Promise<any>;
+  const promptTokens = (messages: ChatMessage[]) => messages.reduce((n, m) => n + gptTokenizer.count(m.content) + 4, 3);
+
+  it('reserves the prompt plus max_tokens (or the default cap) and captures exactly the usage', async () => {
+    await start();
+    const answer = await ask('How do I start a garden?', { max_tokens: 50 });
+    const prompt = promptTokens([{ role: 'user', content: 'How do I start a garden?' }]);
+    expect(answer.usage).toEqual({ prompt_tokens: prompt, completion_tokens: gptTokenizer.count('Plant early and water often.'), total_tokens: expect.any(Number) });
+    expect(funds).toEqual([
+      ['reserve', 'org_1', answer.id, (prompt + 50) * 80],
+      ['capture', 'org_1', answer.id, answer.usage.total_tokens * 80],
+    ]);
+    funds.length = 0;
+    const capped = await ask('Again?');
+    expect(provider.requests.at(-1)!.maxTokens).toBe(256);
+    expect(funds[0]).toEqual(['reserve', 'org_1', capped.id, (capped.usage.prompt_tokens + 256) * 80]);
+  });
+
+  it('never touches the funds of a test key, and serves it from the simulator', async () => {
+    await start();
+    const answer = await ask('Hello', { mode: 'test' });
+    expect(answer.choices[0].message.content).toMatch(/^(You asked|Here is|Let us)/);
+    expect(funds).toEqual([]);
+    expect(provider.requests).toEqual([]);
+  });
+
+  it('releases the reservation when the upstream fails, and keeps no session', async () => {
+    await start();
+    provider.failAfter = 2;
+    const failure = await ask('Hello').catch((error: unknown) => error);
+    expect(failure).toMatchObject({ status: 503, code: 'upstream_error' });
+    expect(funds.map((f) => f[0])).toEqual(['reserve', 'release']);
+    expect((await chat.listSessions({ org_id: 'org_1', limit: 20 })).data).toEqual([]);
+  });
+
+  it('trims the oldest history to stay under the context limit, keeping system messages and the newest', async () => {
+    await start(60);
+    const first = await chat.createChatCompletion({
+      model: 'chat-2',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Tell me about tomatoes and how they grow in the summer.' },
+      ],
+      stream: false,
+      temperature: 1,
+      org_id: 'org_1',
+      mode: 'live',
+    });
+    const sessionId = (first as { session_id: string }).session_id;
+    await ask('And peppers, do they need the same care?', { session_id: sessionId });
+    await ask('What about winter?', { session_id: sessionId });
+    const sent = provider.requests.at(-1)!.messages;
+    expect(promptTokens(sent)).toBeLessThan(60);
+    expect(sent[0]).toEqual({ role: 'system', content: 'Be brief.' });
+    expect(sent.at(-1)).toEqual({ role: 'user', content: 'What about winter?' });
+    expect(sent).not.toContainEqual({ role: 'user', content: 'Tell me about tomatoes and how they grow in the summer.' });
+    // The session itself keeps everything.
+    expect((await chat.getSession({ org_id: 'org_1', session_id: sessionId })).messages).toHaveLength(7);
+  });
+
+  it('stops a cancelled stream, charges the prompt and the words generated, and still ends the stream', async () => {
+    await start();
+    provider.hangAfter = 2;
+    const accepted = (await ask('Hello', { stream_to: 'chat.streams.s1' })) as { id: string };
+    await vi.waitFor(() => expect(frames.filter((f) => f.kind === 'data')).toHaveLength(3));
+    chat.cancelStream('chat.streams.s1');
+    await vi.waitFor(() => expect(frames.at(-1)?.kind).toBe('end'));
+    const prompt = promptTokens([{ role: 'user', content: 'Hello' }]);
+    const usage = { prompt_tokens: prompt, completion_tokens: gptTokenizer.count('Plant early'), total_tokens: prompt + gptTokenizer.count('Plant early') };
+    expect(frames.at(-1)).toEqual({ kind: 'end', seq: 3, usage });
+    expect(funds.at(-1)).toEqual(['capture', 'org_1', accepted.id, usage.total_tokens * 80]);
+  });
+});
