@@ -1,9 +1,13 @@
 import {
   ApiError,
   CHAT_VALIDATION_CODES,
+  ChatCompletionSchema,
+  ChatSessionListItemSchema,
+  ChatSessionSchema,
   CreateChatCompletionBody,
   CreateCompletionBody,
   ListChatSessionsQuery,
+  listOf,
   parseOrThrow,
   randomId,
   rateLimited,
@@ -11,6 +15,7 @@ import {
   type StreamFrame,
   StreamFrameSchema,
   Subjects,
+  TextCompletionSchema,
   type Usage,
 } from '@oc/contracts';
 import { chatTokenWindow } from '../domain/limits';
@@ -37,6 +42,11 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
       path: '/v1/chat/completions',
       scope: 'chat:write',
       chat: true,
+      doc: {
+        summary: 'Create a chat completion (Server-Sent Events with stream: true)',
+        request: CreateChatCompletionBody,
+        response: ChatCompletionSchema,
+      },
       handle: (ctx) =>
         complete(ctx, Subjects.chat.createChatCompletion, parseOrThrow(CreateChatCompletionBody, ctx.body, CHAT_VALIDATION_CODES), idleMs),
     },
@@ -45,6 +55,7 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
       path: '/v1/chat/completions',
       scope: 'chat:read',
       chat: true,
+      doc: { summary: 'List chat sessions, newest first', query: ListChatSessionsQuery, response: listOf(ChatSessionListItemSchema) },
       handle: ({ services, principal, query, headers }) =>
         services.request(Subjects.chat.listSessions, { ...parseOrThrow(ListChatSessionsQuery, query), org_id: principal.org_id }, { headers }),
     },
@@ -53,6 +64,7 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
       path: '/v1/chat/completions/:id',
       scope: 'chat:read',
       chat: true,
+      doc: { summary: 'Retrieve a chat session with its messages', response: ChatSessionSchema },
       handle: ({ services, principal, params, headers }) =>
         services.request(Subjects.chat.getSession, { org_id: principal.org_id, session_id: params.id }, { headers }),
     },
@@ -61,6 +73,11 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
       path: '/v1/completions',
       scope: 'text:write',
       chat: true,
+      doc: {
+        summary: "Create a text completion (OpenAI's legacy Completions; Server-Sent Events with stream: true)",
+        request: CreateCompletionBody,
+        response: TextCompletionSchema,
+      },
       handle: (ctx) => complete(ctx, Subjects.chat.createCompletion, parseOrThrow(CreateCompletionBody, ctx.body, CHAT_VALIDATION_CODES), idleMs),
     },
   ];
