@@ -9,6 +9,7 @@ import { billingOver } from './adapters/billing-client';
 import { FfmpegRenderer } from './adapters/ffmpeg-renderer';
 import { LocalFileStore } from './adapters/local-file-store';
 import { OpenAiVideoProvider } from './adapters/openai-provider';
+import { S3FileStore } from './adapters/s3-file-store';
 import { ClockScheduler } from './adapters/scheduler';
 import { SimulatedProvider } from './adapters/simulator';
 import { type JobTimings, VideoJobs } from './application/jobs';
@@ -29,7 +30,7 @@ export interface VideoRuntime {
   config: VideoConfig;
   /** Absolute base of `url` values (PUBLIC_BASE_URL). */
   publicBaseUrl: string;
-  /** Temporary (upstream) files under `<dataDir>/upstream`, permanent ones under `<dataDir>/objects`. */
+  /** Temporary (upstream) files under `<dataDir>/upstream`, permanent ones under `<dataDir>/objects` unless S3 is configured. */
   dataDir: string;
   scheduler?: Scheduler;
 }
@@ -59,6 +60,18 @@ function liveProvider(config: VideoConfig, simulator: VideoProvider): VideoProvi
   });
 }
 
+function objectStore(config: VideoConfig, dataDir: string): FileStore & { close?(): void } {
+  if (!config.VIDEO_S3_BUCKET) return new LocalFileStore(join(dataDir, 'objects'));
+  const { VIDEO_S3_ACCESS_KEY_ID: accessKeyId, VIDEO_S3_SECRET_ACCESS_KEY: secretAccessKey } = config;
+  return new S3FileStore({
+    bucket: config.VIDEO_S3_BUCKET,
+    endpoint: config.VIDEO_S3_ENDPOINT,
+    region: config.VIDEO_S3_REGION,
+    credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey } : undefined,
+    forcePathStyle: config.VIDEO_S3_FORCE_PATH_STYLE === '1',
+  });
+}
+
 /** Builds the video service, catches its read model up, and resumes every unfinished job. */
 export async function createVideo(runtime: VideoRuntime) {
   const { config, clock, logger } = runtime;
@@ -74,7 +87,7 @@ export async function createVideo(runtime: VideoRuntime) {
   });
   const scheduler = runtime.scheduler ?? new ClockScheduler(clock, (err, key) => logger.error({ err, key }, 'video task failed'));
   const temporary: FileStore = new LocalFileStore(join(runtime.dataDir, 'upstream'));
-  const permanent: FileStore = new LocalFileStore(join(runtime.dataDir, 'objects'));
+  const permanent = objectStore(config, runtime.dataDir);
   const commands = new CommandHandler(runtime.eventStore);
   const billing = billingOver(runtime.client);
   const timings: JobTimings = {
@@ -121,6 +134,7 @@ export async function createVideo(runtime: VideoRuntime) {
     async close() {
       await scheduler.close();
       await projections.stop();
+      permanent.close?.();
     },
   };
 }

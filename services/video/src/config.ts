@@ -37,6 +37,13 @@ export const VideoConfigSchema = z.object({
   VIDEO_PERSIST_AFTER_MS: ms(45 * MINUTE),
   VIDEO_TEMP_TTL_MS: ms(60 * MINUTE),
   VIDEO_RETRY_MS: ms(5_000),
+  /** Permanent storage on S3 or a compatible store (MinIO) when a bucket is set; a local directory otherwise. */
+  VIDEO_S3_BUCKET: z.string().min(1).optional(),
+  VIDEO_S3_ENDPOINT: z.url().optional(),
+  VIDEO_S3_REGION: z.string().default('us-east-1'),
+  VIDEO_S3_ACCESS_KEY_ID: z.string().optional(),
+  VIDEO_S3_SECRET_ACCESS_KEY: z.string().optional(),
+  VIDEO_S3_FORCE_PATH_STYLE: z.enum(['0', '1']).default('1'),
   /** USD per second by model and size, e.g. `{"video-2":{"1280x720":0.1,...},...}`. */
   VIDEO_PRICES: json(PriceTableSchema).default(DEFAULT_PRICES),
 });

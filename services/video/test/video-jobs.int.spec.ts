@@ -11,6 +11,7 @@ import { FfmpegRenderer } from '../src/adapters/ffmpeg-renderer';
 import { ClockScheduler } from '../src/adapters/scheduler';
 import { createVideo } from '../src/app';
 import { VideoConfigSchema } from '../src/config';
+import { startFakeS3 } from './fake-s3';
 import { startFakeUpstream } from './fake-upstream';
 
 /** Billing as the video service sees it: reservations idempotent on their id, with failures on demand. */
@@ -222,8 +223,9 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
   }
   const lifecycle = { VIDEO_PERSIST_AFTER_MS: '2700000', VIDEO_TEMP_TTL_MS: '3600000' };
 
-  it('persists to object storage after the configured age and keeps serving the same bytes from there', async () => {
-    const id = await completedVideo(lifecycle);
+  it('persists to object storage (S3 when configured) after the configured age and keeps serving the same bytes from there', async () => {
+    const s3 = await startFakeS3();
+    const id = await completedVideo({ ...lifecycle, VIDEO_S3_BUCKET: 'videos', VIDEO_S3_ENDPOINT: s3.url, VIDEO_S3_ACCESS_KEY_ID: 'k', VIDEO_S3_SECRET_ACCESS_KEY: 's' });
     expect(await retrieve(id)).toMatchObject({ 'x-persisted': false, 'x-storage-provider': 'upstream', expires_at: expect.any(Number) });
     clock.advance(2_700_000);
     await runDue();
@@ -231,6 +233,8 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     clock.advance(3_600_000);
     const content = await running!.video.service.readContent({ org_id: 'org_1', video_id: id, variant: 'video', offset: 0, length: 8 });
     expect(Buffer.from(content.data, 'base64')).toEqual(mp4.subarray(0, 8));
+    expect(s3.objects.get(`/videos/org_1/${id}.mp4`)).toEqual(mp4);
+    await s3.close();
   });
 
   it('answers 410 video_expired for a video whose service was down until past the temporary TTL', async () => {
