@@ -125,11 +125,14 @@ async function relay(ctx: RouteContext, streamTo: string, frames: FrameQueue, id
   res.setHeader('X-Accel-Buffering', 'no');
   res.flushHeaders();
   let gone = false;
-  res.on('close', () => {
-    if (res.writableFinished) return;
+  const cancel = () => {
+    if (gone || res.writableFinished) return;
     gone = true;
     void ctx.services.broadcast(Subjects.chat.cancelStream, { stream_to: streamTo });
-  });
+  };
+  res.on('close', cancel);
+  // The client may have left while the funds were being reserved.
+  if (res.destroyed) cancel();
   const send = (data: unknown) => {
     if (!gone) res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
   };
