@@ -353,5 +353,17 @@ describe.each(modes)('webhooks (%s)', (mode, start) => {
         expect(log.body.data.filter((a: { delivery_status: string }) => a.delivery_status === 'succeeded')).toHaveLength(2);
       });
     });
+
+    it('delivers a video event published while the webhook service was down, once it is back', async () => {
+      const { key, orgId } = await customer();
+      const receiver = track(await httpReceiver());
+      await api.call('POST', '/v1/webhooks', { token: key, body: { url: receiver.url, events: ['video.processing'] } });
+      // Distributed: the process is still starting when the event is published, so only the durable consumer can bring it.
+      if (service.crash) await service.crash('webhook');
+      else await service.restart();
+      const stored = await producer.emit('VideoProcessing', orgId, { id: 'video_while_down', status: 'in_progress', progress: 10, url: null });
+      await waitFor(receiver, 1);
+      expect(receiver.received[0]!.headers['x-service-event-id']).toBe(webhookEventId(stored.id));
+    });
   });
 });
