@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import {
   type Clock,
   type CreatedWebhook,
+  type Delivery,
   type DeliveryAttempt,
   DomainError,
   type IdSource,
@@ -20,7 +21,6 @@ import { aggregateStream, type CommandHandler, type EventStore } from '@oc/event
 import { pageAfter, type ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
 import type { WebhookSender } from '../adapters/http-sender';
 import type { SecretBox } from '../adapters/secret-box';
-import { deliveryDecider, deliveryStream } from '../domain/delivery';
 import { formatSecret } from '../domain/signature';
 import { type WebhookCommand, webhookDecider, webhookStream } from '../domain/webhook';
 import { type AttemptDoc, Collections, type DeliveryDoc, type WebhookDoc } from '../projections/documents';
@@ -228,20 +228,19 @@ export class WebhookService {
     }
   }
 
-  private async deliveryView(deliveryId: string) {
-    const { state } = await aggregateStream(this.deps.eventStore, deliveryStream(deliveryId), deliveryDecider);
-    if (state.status === 'absent') throw new DomainError({ kind: 'NotFound', resource: 'webhook_delivery', id: deliveryId });
+  private async deliveryView(deliveryId: string): Promise<Delivery> {
     const doc = await this.deps.readModels.collection<DeliveryDoc>(Collections.deliveries).findOne({ _id: deliveryId });
+    if (!doc) throw new DomainError({ kind: 'NotFound', resource: 'webhook_delivery', id: deliveryId });
     return {
-      id: state.deliveryId,
-      object: 'webhook_delivery' as const,
-      webhook_id: state.webhookId,
-      event_id: state.event.id,
-      event_type: state.event.type,
-      status: state.status,
-      attempts: state.attempts,
-      next_attempt_at: state.nextAttemptAt === null ? null : unixSeconds(state.nextAttemptAt),
-      created: doc?.created ?? state.event.created,
+      id: doc._id,
+      object: 'webhook_delivery',
+      webhook_id: doc.webhook_id,
+      event_id: doc.event_id,
+      event_type: doc.event_type,
+      status: doc.status,
+      attempts: doc.attempts,
+      next_attempt_at: doc.next_attempt_at === null ? null : unixSeconds(doc.next_attempt_at),
+      created: doc.created,
     };
   }
 }
