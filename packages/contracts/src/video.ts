@@ -123,7 +123,8 @@ export type VideoMessage<K extends keyof typeof VideoMessages> = z.infer<(typeof
 const VideoKey = { org_id: z.string(), video_id: z.string() };
 
 export const VideoEvents = {
-  VideoQueued: z.object({
+  /** A create arrived; the video exists for clients only once `VideoQueued` says its funds are held. */
+  VideoRequested: z.object({
     ...VideoKey,
     mode: z.enum(['live', 'test']),
     model: z.enum(VIDEO_MODELS),
@@ -133,10 +134,17 @@ export const VideoEvents = {
     cost_micros: z.int().nonnegative(),
     remixed_from_video_id: z.string().nullable(),
     /** Milliseconds; `created` of the resource is its Unix second. */
-    queued_at: z.int(),
+    requested_at: z.int(),
     idempotency_key: z.string().nullable(),
     request_hash: z.string().nullable(),
   }),
+  /** Funds reserved (or a test key): the job is accepted, `queued`. */
+  VideoQueued: z.object(VideoKey),
+  /**
+   * Never accepted: billing refused (402, nothing was held) or the create was abandoned midway (a reservation
+   * may be held and is released).
+   */
+  VideoRejected: z.object({ ...VideoKey, reason: z.enum(['insufficient_quota', 'abandoned']) }),
   GenerationStarted: z.object({ ...VideoKey, provider: z.string(), upstream_id: z.string(), started_at: z.int() }),
   VideoProgressed: z.object({ ...VideoKey, progress: z.int().min(1).max(99) }),
   /** The file is in temporary (upstream) storage; comes right before `VideoCompleted`. */

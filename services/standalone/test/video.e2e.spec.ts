@@ -446,7 +446,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       await h.eventually(async () => expect(await h.balance(key)).toMatchObject({ available: 9.6, reserved: 0 }));
       expect((await h.ledgerFor(orgId, created.body.id)).map((e) => e.type).sort()).toEqual(['capture', 'reservation']);
       expect((await h.ledgerFor(orgId, failing.body.id)).map((e) => e.type).sort()).toEqual(['release', 'reservation']);
-    });
+    }, 90_000);
   });
 });
 

@@ -6,7 +6,7 @@ import { openSqliteStores } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
 import { MemoryReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FfmpegRenderer } from '../src/adapters/ffmpeg-renderer';
 import { ClockScheduler } from '../src/adapters/scheduler';
 import { createVideo } from '../src/app';
@@ -20,12 +20,18 @@ class FakeBilling {
   readonly captures: string[] = [];
   readonly releases: string[] = [];
   unavailableCaptures = 0;
+  /** Reserve, then never answer: the video service dies before it hears back. */
+  hangingReserves = 0;
 
   async request<T>(subject: string, payload: any): Promise<Reply<T>> {
     const id = payload.reservation_id as string;
     switch (subject) {
       case Subjects.billing.reserveFunds:
         this.reserved.set(id, payload.amount_micros);
+        if (this.hangingReserves > 0) {
+          this.hangingReserves--;
+          return new Promise(() => undefined);
+        }
         return ok({ reservation_id: id } as T);
       case Subjects.billing.captureReservation:
         if (this.unavailableCaptures > 0) {
@@ -210,6 +216,25 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     await start({ VIDEO_JOB_TIMEOUT_MS: '60000' });
     await runDue();
     expect(billing.releases).toEqual([created.id]);
+  });
+
+  it('releases the reservation of a create that died between reserving and queueing, and never shows that video', async () => {
+    const first = await start();
+    billing.hangingReserves = 1;
+    void first.service.create(request);
+    await vi.waitFor(() => expect(billing.reserved.size).toBe(1));
+    const [id] = [...billing.reserved.keys()];
+    await first.close();
+    running = undefined;
+
+    await start();
+    await runDue();
+    expect(billing.releases).toEqual([]);
+    clock.advance(60_000);
+    await runDue();
+    expect(billing.releases).toEqual([id]);
+    await expect(retrieve(id!)).rejects.toMatchObject({ detail: { kind: 'NotFound', resource: 'video' } });
+    expect((await running!.video.service.list({ org_id: 'org_1', limit: 20, order: 'desc' })).data).toEqual([]);
   });
 
   async function completedVideo(env: Record<string, string>) {

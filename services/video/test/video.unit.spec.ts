@@ -12,7 +12,7 @@ const T0 = 1_767_225_600_000;
 const URL = 'http://api.test/v1/videos/video_1/content';
 
 const queue = (mode: 'live' | 'test' = 'live'): VideoCommand => ({
-  type: 'QueueVideo',
+  type: 'RequestVideo',
   orgId: 'org_1',
   videoId: 'video_1',
   mode,
@@ -37,6 +37,7 @@ function history(...commands: VideoCommand[]): VideoEvent[] {
   return events;
 }
 
+const accept: VideoCommand = { type: 'AcceptVideo' };
 const start: VideoCommand = { type: 'StartGeneration', provider: 'simulator', upstreamId: 'sim_1', now: T0 + 10 };
 const progress = (p: number): VideoCommand => ({ type: 'ReportProgress', progress: p });
 const complete: VideoCommand = { type: 'CompleteGeneration', bytes: 1234, url: URL, now: T0 + 20_000 };
@@ -53,16 +54,31 @@ const codeOf = (result: { error: unknown } | { events: VideoEvent[] }) => {
 };
 
 describe('video decider', () => {
-  it('queues a new video with progress 0 and refuses to queue the same id twice', () => {
+  it('records a request, queues it once its funds are held, and refuses to request the same id twice', () => {
     const result = spec.given([]).when(queue());
     expect(result).toEqual({
-      events: [expect.objectContaining({ type: 'VideoQueued', data: expect.objectContaining({ ...key, queued_at: T0, cost_micros: 400_000 }) })],
+      events: [expect.objectContaining({ type: 'VideoRequested', data: expect.objectContaining({ ...key, requested_at: T0, cost_micros: 400_000 }) })],
     });
-    expect(codeOf(spec.given(history(queue())).when(queue()))).toBe('video_exists');
+    const requested = (result as { events: VideoEvent[] }).events;
+    expect(spec.given(requested).when(accept)).toEqual({ events: [{ type: 'VideoQueued', data: key }] });
+    expect(spec.given(history(queue(), accept)).when(accept)).toEqual({ events: [] });
+    expect(codeOf(spec.given(history(queue(), accept)).when(queue()))).toBe('video_exists');
+  });
+
+  it('keeps a request billing refused invisible with nothing to settle, and releases an abandoned one', () => {
+    const refused = history(queue(), { type: 'RejectVideo', reason: 'insufficient_quota' });
+    expect(spec.given(refused).when({ type: 'RecordSettlement', outcome: 'refunded' })).toEqual({ events: [] });
+    expect(codeOf(spec.given(refused).when({ type: 'DeleteVideo', now: T0 }))).toBe('video_not_found');
+    expect(codeOf(spec.given(refused).when(accept))).toBe('invalid_video_state');
+    const abandoned = history(queue(), { type: 'RejectVideo', reason: 'abandoned' });
+    expect(spec.given(abandoned).when({ type: 'RecordSettlement', outcome: 'refunded' })).toEqual({
+      events: [{ type: 'VideoRefunded', data: { ...key, amount_micros: 400_000 } }],
+    });
+    expect(codeOf(spec.given(history(queue())).when(start))).toBe('video_not_found');
   });
 
   it('starts generation from queued with a video.processing notification carrying the spec data', () => {
-    const result = spec.given(history(queue())).when(start);
+    const result = spec.given(history(queue(), accept)).when(start);
     if (!('events' in result)) throw result.error;
     expect(result.events.map((e) => e.type)).toEqual(['GenerationStarted', 'VideoProcessing']);
     const processing = result.events[1]!;
@@ -81,19 +97,19 @@ describe('video decider', () => {
       },
     });
     // Starting twice (a step repeated after a crash) adds nothing.
-    expect(spec.given(history(queue(), start)).when(start)).toEqual({ events: [] });
+    expect(spec.given(history(queue(), accept, start)).when(start)).toEqual({ events: [] });
   });
 
   it('never lets progress decrease and keeps it within 1-99 while in progress', () => {
-    const given = history(queue(), start, progress(40));
+    const given = history(queue(), accept, start, progress(40));
     expect(spec.given(given).when(progress(30))).toEqual({ events: [] });
     expect(spec.given(given).when(progress(40))).toEqual({ events: [] });
     expect(spec.given(given).when(progress(150))).toEqual({ events: [{ type: 'VideoProgressed', data: { ...key, progress: 99 } }] });
-    expect(spec.given(history(queue())).when(progress(50))).toEqual({ events: [] });
+    expect(spec.given(history(queue(), accept)).when(progress(50))).toEqual({ events: [] });
   });
 
   it('completes an in-progress video with progress 100, a url and the cost in video.completed', () => {
-    const result = spec.given(history(queue(), start, progress(60))).when(complete);
+    const result = spec.given(history(queue(), accept, start, progress(60))).when(complete);
     expect(result).toEqual({
       events: [
         { type: 'VideoStored', data: { ...key, completed_at: T0 + 20_000, bytes: 1234 } },
@@ -121,15 +137,15 @@ describe('video decider', () => {
   });
 
   it('cannot complete a video that never started, nor fail a completed one', () => {
-    expect(codeOf(spec.given(history(queue())).when(complete))).toBe('invalid_video_state');
-    expect(codeOf(spec.given(history(queue(), start, complete)).when(fail()))).toBe('invalid_video_state');
+    expect(codeOf(spec.given(history(queue(), accept)).when(complete))).toBe('invalid_video_state');
+    expect(codeOf(spec.given(history(queue(), accept, start, complete)).when(fail()))).toBe('invalid_video_state');
   });
 
   it.each([
     ['queued', [] as VideoCommand[], 0],
     ['in_progress', [start, progress(45)], 45],
   ])('fails from %s keeping the last progress, with url null and the error in video.failed', (_, steps, kept) => {
-    const result = spec.given(history(queue(), ...steps)).when(fail('timeout'));
+    const result = spec.given(history(queue(), accept, ...steps)).when(fail('timeout'));
     expect(result).toEqual({
       events: [
         {
@@ -144,25 +160,25 @@ describe('video decider', () => {
   });
 
   it('captures a completed live video once, releases a failed one once, and settles nothing for test keys', () => {
-    const completed = history(queue(), start, complete);
+    const completed = history(queue(), accept, start, complete);
     expect(spec.given(completed).when({ type: 'RecordSettlement', outcome: 'refunded' })).toEqual({ events: [] });
     expect(spec.given(completed).when({ type: 'RecordSettlement', outcome: 'charged' })).toEqual({
       events: [{ type: 'VideoCharged', data: { ...key, amount_micros: 400_000 } }],
     });
-    const charged = history(queue(), start, complete, { type: 'RecordSettlement', outcome: 'charged' });
+    const charged = history(queue(), accept, start, complete, { type: 'RecordSettlement', outcome: 'charged' });
     expect(spec.given(charged).when({ type: 'RecordSettlement', outcome: 'charged' })).toEqual({ events: [] });
 
-    const failed = history(queue(), start, fail());
+    const failed = history(queue(), accept, start, fail());
     expect(spec.given(failed).when({ type: 'RecordSettlement', outcome: 'refunded' })).toEqual({
       events: [{ type: 'VideoRefunded', data: { ...key, amount_micros: 400_000 } }],
     });
-    expect(spec.given(history(queue('test'), start, complete)).when({ type: 'RecordSettlement', outcome: 'charged' })).toEqual({
+    expect(spec.given(history(queue('test'), accept, start, complete)).when({ type: 'RecordSettlement', outcome: 'charged' })).toEqual({
       events: [],
     });
   });
 
   it('cancels a running video on delete: the reservation is still released, everything else is 404', () => {
-    const deleted = history(queue(), start, { type: 'DeleteVideo', now: T0 + 5 });
+    const deleted = history(queue(), accept, start, { type: 'DeleteVideo', now: T0 + 5 });
     expect(spec.given(deleted).when({ type: 'RecordSettlement', outcome: 'refunded' })).toEqual({
       events: [{ type: 'VideoRefunded', data: { ...key, amount_micros: 400_000 } }],
     });
@@ -171,15 +187,15 @@ describe('video decider', () => {
   });
 
   it('persists a completed video once, and not after it expired', () => {
-    const completed = history(queue(), start, complete);
+    const completed = history(queue(), accept, start, complete);
     const persist: VideoCommand = { type: 'PersistVideo', url: URL, now: T0 + 100 };
     expect(spec.given(completed).when(persist)).toEqual({
       events: [{ type: 'VideoPersisted', data: { ...key, persisted_at: T0 + 100, url: URL } }],
     });
-    expect(spec.given(history(queue(), start, complete, persist)).when(persist)).toEqual({ events: [] });
-    const expired = history(queue(), start, complete, { type: 'ExpireVideo', now: T0 + 200 });
+    expect(spec.given(history(queue(), accept, start, complete, persist)).when(persist)).toEqual({ events: [] });
+    const expired = history(queue(), accept, start, complete, { type: 'ExpireVideo', now: T0 + 200 });
     expect(spec.given(expired).when(persist)).toEqual({ events: [] });
-    expect(spec.given(history(queue(), start)).when(persist)).toEqual({ events: [] });
+    expect(spec.given(history(queue(), accept, start)).when(persist)).toEqual({ events: [] });
   });
 });
 

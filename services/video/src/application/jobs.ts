@@ -39,6 +39,8 @@ export const fileKey = (video: { orgId: string; videoId: string }, variant: 'vid
   `${video.orgId}/${video.videoId}.${variant === 'video' ? 'mp4' : 'webp'}`;
 
 const RESUME_PAGE = 500;
+/** A create still unfinished this long after it began has died (its bus request timed out long before). */
+export const ABANDONED_CREATE_MS = 60_000;
 
 /**
  * Drives every unfinished video from its stream: generation, settlement of its reservation, then the
@@ -73,7 +75,8 @@ export class VideoJobs {
       if (settlementDue(state)) await this.settle(state);
       if (state.deleted) return;
       const now = this.deps.clock.now();
-      if (state.status === 'queued' || state.status === 'in_progress') await this.advance(state, now);
+      if (state.status === 'requested') await this.rejectIfAbandoned(state, now);
+      else if (state.status === 'queued' || state.status === 'in_progress') await this.advance(state, now);
       else if (state.status === 'completed') await this.manageStorage(state, now);
     } catch (error) {
       this.deps.logger.warn({ err: error, videoId }, 'video step failed; will retry');
@@ -93,6 +96,12 @@ export class VideoJobs {
     const nothingHeld = !reply.ok && reply.error.status === 404;
     if (!reply.ok && !nothingHeld) throw new ApiError(reply.error);
     await this.apply(state.videoId, { type: 'RecordSettlement', outcome: due === 'capture' ? 'charged' : 'refunded' });
+  }
+
+  private async rejectIfAbandoned(state: ActiveVideo, now: number): Promise<void> {
+    if (now < state.queuedAt + ABANDONED_CREATE_MS) return this.track(state.videoId, state.queuedAt + ABANDONED_CREATE_MS);
+    await this.apply(state.videoId, { type: 'RejectVideo', reason: 'abandoned' });
+    this.track(state.videoId);
   }
 
   private providerFor(state: ActiveVideo): VideoProvider {

@@ -12,12 +12,13 @@ import {
   type Video,
   type VideoContentInfo,
   type VideoMessage,
+  type VideoStatus,
 } from '@oc/contracts';
 import { type CommandHandler, KeyedMutex } from '@oc/eventstore';
 import type { ProjectionRunner, ReadModelStore } from '@oc/readmodel';
 import { violatesContentPolicy } from '../domain/content-policy';
 import { type PriceTable, videoPriceMicros } from '../domain/pricing';
-import { videoDecider, videoStream } from '../domain/video';
+import { type VideoCommand, videoDecider, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
 import { fileKey, type JobTimings, type VideoJobs } from './jobs';
 import { pageAfter } from './pagination';
@@ -36,6 +37,9 @@ export interface VideoServiceDeps {
   prices: PriceTable;
   timings: JobTimings;
 }
+
+/** Videos a client can see: accepted (funds held), not deleted. */
+const VISIBLE = { deleted: false, status: { $nin: ['requested', 'rejected'] } };
 
 /** Stripe's window: a key is remembered for 24 hours. */
 const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -79,7 +83,7 @@ export class VideoService {
   }
 
   async list(m: VideoMessage<'list'>) {
-    const page = await pageAfter(this.videos, { org_id: m.org_id, deleted: false }, 'queued_at', m);
+    const page = await pageAfter(this.videos, { org_id: m.org_id, ...VISIBLE }, 'queued_at', m);
     const data = page.data.map((doc) => this.toVideo(doc));
     return {
       object: 'list' as const,
@@ -93,11 +97,7 @@ export class VideoService {
   /** Removes the files at once; a job still running is cancelled and its reservation released. */
   async delete(m: VideoMessage<'delete'>) {
     const doc = await this.owned(m.org_id, m.video_id);
-    const result = await this.deps.commands.handle(videoStream(doc._id), videoDecider, {
-      type: 'DeleteVideo',
-      now: this.deps.clock.now(),
-    });
-    if (result.appended) await this.deps.projections.waitFor(result.appended.position);
+    await this.apply(doc._id, { type: 'DeleteVideo', now: this.deps.clock.now() });
     const video = { orgId: doc.org_id, videoId: doc._id };
     for (const store of [this.deps.temporary, this.deps.permanent]) {
       for (const variant of ['video', 'thumbnail'] as const) await store.remove(fileKey(video, variant));
@@ -138,7 +138,12 @@ export class VideoService {
     const requestHash = createHash('sha256').update(JSON.stringify([remixedFrom, request])).digest('hex');
     return this.idempotency.run(`${caller.org_id}\n${key}`, async () => {
       const [first] = await this.videos.find(
-        { org_id: caller.org_id, idempotency_key: key, queued_at: { $gt: this.deps.clock.now() - IDEMPOTENCY_WINDOW_MS } },
+        {
+          org_id: caller.org_id,
+          idempotency_key: key,
+          status: { $ne: 'rejected' },
+          queued_at: { $gt: this.deps.clock.now() - IDEMPOTENCY_WINDOW_MS },
+        },
         { sort: { queued_at: -1 }, limit: 1 },
       );
       if (!first) return this.queue(caller, request, remixedFrom, { key, requestHash });
@@ -160,37 +165,48 @@ export class VideoService {
   ): Promise<Video> {
     const videoId = this.deps.ids.next('video_');
     const costMicros = videoPriceMicros(this.deps.prices, request.model, request.size, request.seconds);
-    const live = caller.mode === 'live';
-    if (live) {
+    // Recorded before billing is asked, so that a reservation whose create never finished is found and released.
+    await this.apply(videoId, {
+      type: 'RequestVideo',
+      orgId: caller.org_id,
+      videoId,
+      mode: caller.mode,
+      ...request,
+      costMicros,
+      remixedFromVideoId: remixedFrom,
+      idempotencyKey: idempotency?.key ?? null,
+      requestHash: idempotency?.requestHash ?? null,
+      now: this.deps.clock.now(),
+    });
+    if (caller.mode === 'live') {
       const description = `Video ${videoId} (${request.model}, ${request.seconds}s, ${request.size})`;
       const reply = await this.deps.billing.reserve(caller.org_id, videoId, costMicros, description);
-      if (!reply.ok) throw new ApiError(reply.error);
+      if (!reply.ok) {
+        // Any answer but a 402 leaves open whether the funds were held: release them to be sure.
+        const reason = reply.error.status === 402 ? 'insufficient_quota' : 'abandoned';
+        await this.apply(videoId, { type: 'RejectVideo', reason });
+        if (reason === 'abandoned') this.deps.jobs.track(videoId);
+        throw new ApiError(reply.error);
+      }
     }
     try {
-      const result = await this.deps.commands.handle(videoStream(videoId), videoDecider, {
-        type: 'QueueVideo',
-        orgId: caller.org_id,
-        videoId,
-        mode: caller.mode,
-        ...request,
-        costMicros,
-        remixedFromVideoId: remixedFrom,
-        idempotencyKey: idempotency?.key ?? null,
-        requestHash: idempotency?.requestHash ?? null,
-        now: this.deps.clock.now(),
-      });
-      await this.deps.projections.waitFor(result.appended!.position);
+      await this.apply(videoId, { type: 'AcceptVideo' });
     } catch (error) {
-      if (live) await this.deps.billing.release(caller.org_id, videoId);
+      this.deps.jobs.track(videoId);
       throw error;
     }
     this.deps.jobs.track(videoId);
     return this.firstResponse((await this.videos.findOne({ _id: videoId }))!);
   }
 
+  private async apply(videoId: string, command: VideoCommand): Promise<void> {
+    const result = await this.deps.commands.handle(videoStream(videoId), videoDecider, command);
+    if (result.appended) await this.deps.projections.waitFor(result.appended.position);
+  }
+
   /** Missing, deleted and other organizations' videos are all the same 404. */
   private async owned(orgId: string, videoId: string): Promise<VideoDoc> {
-    const doc = await this.videos.findOne({ _id: videoId, org_id: orgId, deleted: false });
+    const doc = await this.videos.findOne({ _id: videoId, org_id: orgId, ...VISIBLE });
     if (!doc) throw new DomainError({ kind: 'NotFound', resource: 'video', id: videoId });
     return doc;
   }
@@ -237,7 +253,7 @@ export class VideoService {
       created: doc.created,
       model: doc.model,
       prompt: doc.prompt,
-      status: doc.status,
+      status: doc.status as VideoStatus,
       progress: doc.progress,
       seconds: doc.seconds,
       size: doc.size,

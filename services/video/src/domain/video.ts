@@ -17,7 +17,7 @@ import {
  */
 export type VideoCommand =
   | {
-      type: 'QueueVideo';
+      type: 'RequestVideo';
       orgId: string;
       videoId: string;
       mode: 'live' | 'test';
@@ -31,6 +31,8 @@ export type VideoCommand =
       requestHash: string | null;
       now: number;
     }
+  | { type: 'AcceptVideo' }
+  | { type: 'RejectVideo'; reason: 'insufficient_quota' | 'abandoned' }
   | { type: 'StartGeneration'; provider: string; upstreamId: string; now: number }
   | { type: 'ReportProgress'; progress: number }
   | { type: 'CompleteGeneration'; bytes: number; url: string; now: number }
@@ -40,8 +42,11 @@ export type VideoCommand =
   | { type: 'RecordSettlement'; outcome: 'charged' | 'refunded' }
   | { type: 'DeleteVideo'; now: number };
 
+/** The spec's statuses, and the two a client never sees: before the funds are held, and never accepted. */
+export type VideoPhase = 'requested' | 'rejected' | VideoStatus;
+
 export interface ActiveVideo {
-  status: VideoStatus;
+  status: VideoPhase;
   orgId: string;
   videoId: string;
   mode: 'live' | 'test';
@@ -73,7 +78,7 @@ const initialState = (): VideoState => ({ status: 'absent' });
 export function settlementDue(state: VideoState): 'capture' | 'release' | null {
   if (state.status === 'absent' || state.mode === 'test' || state.settled) return null;
   if (state.status === 'completed') return 'capture';
-  if (state.status === 'failed' || state.deleted) return 'release';
+  if (state.status === 'failed' || state.status === 'rejected' || state.deleted) return 'release';
   return null;
 }
 
@@ -88,7 +93,7 @@ export function notificationData(state: ActiveVideo): VideoEventData {
     created: Math.floor(state.queuedAt / 1000),
     model: state.model,
     prompt: state.prompt,
-    status: state.status,
+    status: state.status as VideoStatus,
     progress: state.progress,
     url: state.status === 'completed' ? state.url : null,
   };
@@ -109,13 +114,13 @@ function invalidState(message: string): never {
 }
 
 function decide(command: VideoCommand, state: VideoState): VideoEvent[] {
-  if (command.type === 'QueueVideo') {
+  if (command.type === 'RequestVideo') {
     if (state.status !== 'absent') {
       throw new DomainError({ kind: 'Conflict', code: 'video_exists', message: `Video ${command.videoId} already exists.` });
     }
     return [
       {
-        type: 'VideoQueued',
+        type: 'VideoRequested',
         data: {
           org_id: command.orgId,
           video_id: command.videoId,
@@ -126,7 +131,7 @@ function decide(command: VideoCommand, state: VideoState): VideoEvent[] {
           size: command.size,
           cost_micros: command.costMicros,
           remixed_from_video_id: command.remixedFromVideoId,
-          queued_at: command.now,
+          requested_at: command.now,
           idempotency_key: command.idempotencyKey,
           request_hash: command.requestHash,
         },
@@ -136,12 +141,19 @@ function decide(command: VideoCommand, state: VideoState): VideoEvent[] {
   if (state.status === 'absent') throw new DomainError({ kind: 'NotFound', resource: 'video', id: 'unknown' });
   const key = { org_id: state.orgId, video_id: state.videoId };
 
-  // A refund is still owed after a cancelling delete; every other command finds a deleted video gone.
-  if (state.deleted && command.type !== 'RecordSettlement') {
-    throw new DomainError({ kind: 'NotFound', resource: 'video', id: state.videoId });
-  }
+  // A refund is still owed after a cancelling delete or a rejection; every other command finds the video gone.
+  const invisible = state.deleted || state.status === 'rejected' || state.status === 'requested';
+  const duringCreate = command.type === 'AcceptVideo' || command.type === 'RejectVideo' || command.type === 'RecordSettlement';
+  if (invisible && !duringCreate) throw new DomainError({ kind: 'NotFound', resource: 'video', id: state.videoId });
 
   switch (command.type) {
+    case 'AcceptVideo':
+      if (state.status === 'rejected') invalidState('A rejected video cannot be accepted.');
+      return state.status === 'requested' ? [{ type: 'VideoQueued', data: key }] : [];
+
+    case 'RejectVideo':
+      return state.status === 'requested' ? [{ type: 'VideoRejected', data: { ...key, reason: command.reason } }] : [];
+
     case 'StartGeneration': {
       if (state.status !== 'queued') return [];
       const started: VideoEvent = {
@@ -168,7 +180,7 @@ function decide(command: VideoCommand, state: VideoState): VideoEvent[] {
 
     case 'FailGeneration': {
       if (state.status === 'failed') return [];
-      if (state.status === 'completed') invalidState('A completed video cannot fail.');
+      if (state.status !== 'queued' && state.status !== 'in_progress') invalidState(`A ${state.status} video cannot fail.`);
       const failed = { ...state, status: 'failed' as const, error: { code: command.code, message: command.message } };
       return [{ type: 'VideoFailed', data: { org_id: state.orgId, video: notificationData(failed) } }];
     }
@@ -201,10 +213,10 @@ function decide(command: VideoCommand, state: VideoState): VideoEvent[] {
 }
 
 function evolve(state: VideoState, event: VideoEvent): VideoState {
-  if (event.type === 'VideoQueued') {
+  if (event.type === 'VideoRequested') {
     const d = event.data;
     return {
-      status: 'queued',
+      status: 'requested',
       orgId: d.org_id,
       videoId: d.video_id,
       mode: d.mode,
@@ -214,7 +226,7 @@ function evolve(state: VideoState, event: VideoEvent): VideoState {
       size: d.size,
       costMicros: d.cost_micros,
       remixedFromVideoId: d.remixed_from_video_id,
-      queuedAt: d.queued_at,
+      queuedAt: d.requested_at,
       progress: 0,
       url: null,
       error: null,
@@ -228,6 +240,11 @@ function evolve(state: VideoState, event: VideoEvent): VideoState {
   }
   if (state.status === 'absent') return state;
   switch (event.type) {
+    case 'VideoQueued':
+      return { ...state, status: 'queued' };
+    case 'VideoRejected':
+      // After a 402 nothing was held, so nothing is left to settle.
+      return { ...state, status: 'rejected', settled: event.data.reason === 'insufficient_quota' };
     case 'GenerationStarted':
       return {
         ...state,

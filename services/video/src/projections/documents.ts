@@ -1,4 +1,5 @@
-import type { VideoFailureCode, VideoModel, VideoSeconds, VideoSize, VideoStatus } from '@oc/contracts';
+import type { VideoFailureCode, VideoModel, VideoSeconds, VideoSize } from '@oc/contracts';
+import type { VideoPhase } from '../domain/video';
 
 export interface VideoDoc {
   _id: string;
@@ -8,7 +9,7 @@ export interface VideoDoc {
   prompt: string;
   seconds: VideoSeconds;
   size: VideoSize;
-  status: VideoStatus;
+  status: VideoPhase;
   progress: number;
   url: string | null;
   error: { code: VideoFailureCode; message: string } | null;

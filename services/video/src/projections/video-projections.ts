@@ -7,6 +7,7 @@ import { Collections, type VideoDoc } from './documents';
 function toDoc(state: ActiveVideo, doc: VideoDoc | null): VideoDoc {
   const open =
     settlementDue(state) !== null ||
+    state.status === 'requested' ||
     (!state.deleted && (state.status === 'queued' || state.status === 'in_progress')) ||
     (!state.deleted && state.status === 'completed' && !state.persisted && !state.expired);
   return {
@@ -17,7 +18,7 @@ function toDoc(state: ActiveVideo, doc: VideoDoc | null): VideoDoc {
     prompt: state.prompt,
     seconds: state.seconds,
     size: state.size,
-    status: state.status as VideoDoc['status'],
+    status: state.status,
     progress: state.progress,
     url: state.url,
     error: state.error,
@@ -65,7 +66,9 @@ export const videosProjection = documentProjection<VideoDoc>({
   name: 'video-videos',
   collection: Collections.videos,
   canHandle: [
+    'VideoRequested',
     'VideoQueued',
+    'VideoRejected',
     'GenerationStarted',
     'VideoProgressed',
     'VideoStored',
@@ -83,7 +86,7 @@ export const videosProjection = documentProjection<VideoDoc>({
   },
   evolve(doc, stored) {
     const event = stored as unknown as VideoEvent;
-    if (event.type === 'VideoQueued') {
+    if (event.type === 'VideoRequested') {
       const state = videoDecider.evolve(videoDecider.initialState(), event) as ActiveVideo;
       return toDoc(state, { idempotency_key: event.data.idempotency_key, request_hash: event.data.request_hash } as VideoDoc);
     }
