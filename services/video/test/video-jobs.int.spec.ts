@@ -237,6 +237,20 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     expect((await running!.video.service.list({ org_id: 'org_1', limit: 20, order: 'desc' })).data).toEqual([]);
   });
 
+  it('answers a repeated Idempotency-Key with the first response for 24 hours, then creates anew', async () => {
+    const { service } = await start();
+    const keyed = { ...request, idempotency_key: 'retry-me' };
+    const first = await service.create(keyed);
+    await runDue();
+    expect(await service.create(keyed)).toEqual(first);
+    clock.advance(24 * 60 * 60 * 1000 - 1);
+    expect((await service.create(keyed)).id).toBe(first.id);
+    clock.advance(1);
+    const later = await service.create(keyed);
+    expect(later.id).not.toBe(first.id);
+    expect([...billing.reserved.keys()].filter((id) => id === first.id || id === later.id)).toHaveLength(2);
+  });
+
   async function completedVideo(env: Record<string, string>) {
     const { service } = await start(env);
     const created = await service.create(request);

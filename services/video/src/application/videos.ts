@@ -141,7 +141,8 @@ export class VideoService {
         {
           org_id: caller.org_id,
           idempotency_key: key,
-          status: { $ne: 'rejected' },
+          // A create that never got its funds held has no first response to repeat.
+          status: { $nin: ['requested', 'rejected'] },
           queued_at: { $gt: this.deps.clock.now() - IDEMPOTENCY_WINDOW_MS },
         },
         { sort: { queued_at: -1 }, limit: 1 },
