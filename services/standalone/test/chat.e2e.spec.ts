@@ -253,6 +253,14 @@ describe.each(modes)('chat and text completions (%s)', (_mode, start) => {
       expect(tooMany.body.error).toMatchObject({ type: 'invalid_request_error', param: 'limit' });
     });
 
+    it('lists 20 sessions by default', async () => {
+      const { key } = await api.newCustomer({ scopes: chatScopes, key: { mode: 'test' } });
+      await Promise.all(Array.from({ length: 21 }, (_, i) => chat(key, { messages: [{ role: 'user', content: `Question ${i}` }], max_tokens: 3 })));
+      const list = await api.call('GET', '/v1/chat/completions', { token: key });
+      expect(list.body.data).toHaveLength(20);
+      expect(list.body.has_more).toBe(true);
+    });
+
     it('lists and retrieves free of charge, with chat:read', async () => {
       const { key } = await customer();
       const sessionId = (await chat(key, { messages: hello })).body.session_id;

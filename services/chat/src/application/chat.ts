@@ -1,4 +1,5 @@
 import {
+  ApiError,
   type ChatCompletion,
   type ChatMessage,
   type ChatMessageOf,
@@ -320,7 +321,8 @@ export class ChatService {
         await frames.end(outcome.usage);
       } catch (error) {
         const apiError = toApiError(error);
-        if (apiError.status >= 500) this.deps.logger.error({ err: error }, 'chat stream failed');
+        if (!(error instanceof ApiError)) this.deps.logger.error({ err: error }, 'chat stream failed');
+        else if (apiError.status >= 500) this.deps.logger.warn({ err: error }, 'chat stream ended by an upstream failure');
         await frames.error(apiError.toData()).catch((err: unknown) => this.deps.logger.warn({ err }, 'stream error not delivered'));
       } finally {
         this.streams.delete(streamTo);
