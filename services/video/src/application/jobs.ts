@@ -85,14 +85,14 @@ export class VideoJobs {
   }
 
   /** Captures a completed video's reservation or releases a failed or cancelled one, then records it. */
-  async settle(state: ActiveVideo): Promise<void> {
+  private async settle(state: ActiveVideo): Promise<void> {
     const due = settlementDue(state);
     if (!due) return;
     const reply =
       due === 'capture'
         ? await this.deps.billing.capture(state.orgId, state.videoId, state.costMicros)
         : await this.deps.billing.release(state.orgId, state.videoId);
-    // No reservation at all (the process died between reserving and queueing): nothing is held.
+    // No such reservation (an abandoned create that died before billing reserved): nothing is held.
     const nothingHeld = !reply.ok && reply.error.status === 404;
     if (!reply.ok && !nothingHeld) throw new ApiError(reply.error);
     await this.apply(state.videoId, { type: 'RecordSettlement', outcome: due === 'capture' ? 'charged' : 'refunded' });

@@ -192,11 +192,10 @@ export class VideoService {
     }
     try {
       await this.apply(videoId, { type: 'AcceptVideo' });
-    } catch (error) {
+    } finally {
+      // Accepted: the job starts. Not recorded: the job step releases the reservation as abandoned.
       this.deps.jobs.track(videoId);
-      throw error;
     }
-    this.deps.jobs.track(videoId);
     return this.firstResponse((await this.videos.findOne({ _id: videoId }))!);
   }
 
