@@ -182,6 +182,8 @@ describe('delivery of video events', () => {
     for (let i = 0; i < 5; i++) {
       await w.emitVideo('VideoCompleted', ORG, { id: `video_${i}` });
       await w.until(() => expect(receiver.received).toHaveLength(2 * i + 1));
+      // The retry is on the schedule only once the first attempt is recorded.
+      await w.until(() => expect(w.timers.next).toBe(w.clock.now() + 1_000));
       w.timers.advance(1_000);
       await w.until(() => expect(receiver.received).toHaveLength(2 * i + 2));
     }
