@@ -177,8 +177,14 @@ describe.each(modes)('webhooks (%s)', (mode, start) => {
       expect(res.body.error).toMatchObject({ code: 'insufficient_scope', message: expect.stringContaining('webhook:write') });
       expect((await api.call('POST', '/v1/webhooks/wh_x/test', { token: reader.key, body: {} })).status).toBe(403);
       expect((await api.call('DELETE', '/v1/webhooks/wh_x', { token: reader.key })).status).toBe(403);
+      for (const path of ['/v1/webhooks/wh_x/rotate-secret', '/v1/webhooks/wh_x/recover', '/v1/webhooks/wh_x/deliveries/dlv_x/retry']) {
+        const refused = await api.call('POST', path, { token: reader.key, body: {} });
+        expect(refused.body.error, path).toMatchObject({ code: 'insufficient_scope', message: expect.stringContaining('webhook:write') });
+      }
       const writer = await api.newCustomer({ scopes: ['webhook:write'] });
       expect((await api.call('GET', '/v1/webhooks', { token: writer.key })).status).toBe(403);
+      const log = await api.call('GET', '/v1/webhooks/wh_x/deliveries', { token: writer.key });
+      expect(log.body.error).toMatchObject({ code: 'insufficient_scope', message: expect.stringContaining('webhook:read') });
     });
 
     it(`allows at most ${MAX_WEBHOOKS_PER_ORGANIZATION} webhooks per organization`, async () => {
