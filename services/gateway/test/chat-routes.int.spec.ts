@@ -1,0 +1,143 @@
+import 'reflect-metadata';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createBilling } from '@oc/billing';
+import { type CreatedApiKey, ManualClock, randomIds, type StreamFrame, Subjects, unwrap } from '@oc/contracts';
+import { openSqliteStores } from '@oc/eventstore';
+import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
+import { MemoryReadModelStore } from '@oc/readmodel';
+import { createLogger } from '@oc/telemetry';
+import { NestFactory } from '@nestjs/core';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { KeyAuthenticator } from '../src/application/authenticator';
+import { KeyUsageRecorder } from '../src/application/key-usage';
+import { RateLimits } from '../src/application/rate-limits';
+import { chatRoutes } from '../src/transport/chat-routes';
+import { createGatewayApp } from '../src/transport/http';
+
+/**
+ * The gateway's side of a streamed completion, against a scripted chat service on the in-process bus:
+ * what it writes for frames in any order, for silence, and what it tells the chat service when the
+ * client leaves.
+ */
+const logger = createLogger({ service: 'gateway-test', level: 'silent' });
+const clock = new ManualClock(Date.UTC(2026, 10, 22, 12));
+const stores = openSqliteStores({ filename: ':memory:', clock });
+const broker = new InProcessBroker();
+const services = new InProcessServiceClient(broker);
+let server: Server;
+let url: string;
+let key: string;
+let closeAll: () => Promise<void>;
+
+/** How the fake chat service answers the next streamed request. */
+let script: (streamTo: string) => void = () => {};
+
+const chunk = (content: string) => ({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+
+beforeAll(async () => {
+  const billing = await createBilling({ eventStore: stores.store, readModels: new MemoryReadModelStore(), client: services, clock, ids: randomIds, logger });
+  const billingApp = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });
+  await billingApp.listen();
+  broker.respond(Subjects.chat.createChatCompletion, async (data) => {
+    const streamTo = (data as { stream_to: string }).stream_to;
+    script(streamTo);
+    return { ok: true, data: { id: 'chatcmpl_1', stream_to: streamTo } };
+  });
+  const app = createGatewayApp({
+    services,
+    authenticator: new KeyAuthenticator(services, clock),
+    limits: RateLimits.inMemory(),
+    usage: new KeyUsageRecorder(services, clock),
+    clock,
+    logger,
+    adminToken: 'admin-token-for-tests',
+    version: '1.2.3',
+    v1: chatRoutes({ streamIdleTimeoutMs: 200 }),
+    admin: [],
+    ready: async () => {},
+  });
+  server = await new Promise<Server>((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const org = unwrap(await services.request<{ id: string }>(Subjects.billing.createOrganization, { name: 'Acme', tier: 'standard' }));
+  key = unwrap(
+    await services.request<CreatedApiKey>(Subjects.billing.createApiKey, { org_id: org.id, name: 'k', mode: 'live', scopes: ['chat:write'] }),
+  ).key;
+  closeAll = async () => {
+    server.closeAllConnections();
+    server.close();
+    await billingApp.close();
+    await billing.close();
+    await stores.close();
+  };
+});
+afterAll(() => closeAll());
+
+const streamed = (signal?: AbortSignal) =>
+  fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'chat-2', stream: true, messages: [{ role: 'user', content: 'Hi' }] }),
+    ...(signal ? { signal } : {}),
+  });
+
+describe('streamed completions through the gateway', () => {
+  it('writes frames in sequence order even when they arrive out of order and before the answer', async () => {
+    script = (streamTo) => {
+      const frames: StreamFrame[] = [
+        { kind: 'end', seq: 3, usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 } },
+        { kind: 'data', seq: 1, data: chunk(' world') },
+        { kind: 'data', seq: 2, data: chunk('!') },
+        { kind: 'data', seq: 0, data: chunk('Hello') },
+      ];
+      for (const frame of frames) broker.publish(streamTo, frame);
+    };
+    const res = await streamed();
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    expect(res.headers.get('cache-control')).toBe('no-cache');
+    expect(await res.text()).toBe(
+      [chunk('Hello'), chunk(' world'), chunk('!')].map((c) => `data: ${JSON.stringify(c)}\n\n`).join('') + 'data: [DONE]\n\n',
+    );
+  });
+
+  it('ends a stream that goes silent with an error event instead of hanging', async () => {
+    script = (streamTo) => broker.publish(streamTo, { kind: 'data', seq: 0, data: chunk('Hel') });
+    const res = await streamed();
+    expect(await res.text()).toBe(
+      `data: ${JSON.stringify(chunk('Hel'))}\n\n` +
+        `data: ${JSON.stringify({ error: { type: 'api_error', code: 'stream_timeout', message: 'The stream stalled for more than 200 ms.' } })}\n\n`,
+    );
+  });
+
+  it('passes an error frame on in the form the SDKs raise, and closes the stream', async () => {
+    script = (streamTo) =>
+      broker.publish(streamTo, {
+        kind: 'error',
+        seq: 0,
+        error: { status: 503, type: 'service_unavailable_error', code: 'upstream_error', message: 'down', retryAfter: 1 },
+      });
+    const res = await streamed();
+    expect(await res.text()).toBe(`data: ${JSON.stringify({ error: { type: 'service_unavailable_error', message: 'down', code: 'upstream_error' } })}\n\n`);
+  });
+
+  it('tells the chat service to stop when the client goes away', async () => {
+    const cancelled: unknown[] = [];
+    const subscription = await services.onBroadcast(Subjects.chat.cancelStream, (m) => cancelled.push(m));
+    let subject = '';
+    script = (streamTo) => {
+      subject = streamTo;
+      broker.publish(streamTo, { kind: 'data', seq: 0, data: chunk('Hel') });
+    };
+    const abort = new AbortController();
+    const res = await streamed(abort.signal);
+    const reader = res.body!.getReader();
+    await reader.read();
+    abort.abort();
+    await vi.waitFor(() => expect(cancelled).toEqual([{ stream_to: subject }]));
+    expect(subject).toMatch(/^chat\.streams\.[A-Za-z0-9]+$/);
+    await subscription.stop();
+  });
+});
