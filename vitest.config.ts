@@ -2,8 +2,9 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Generous because e2e scenarios restart whole process groups on two-core machines.
+    testTimeout: 120_000,
+    hookTimeout: 180_000,
     pool: 'forks',
     // The JSON report lets .ci/run print the plain "N passed, N failed" line CI reads.
     reporters: ['default', 'json'],

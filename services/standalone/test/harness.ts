@@ -99,13 +99,13 @@ export const distributed: Starter = async (env = {}) => {
     children = [
       spawnService('services/billing/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'billing') }),
       spawnService('services/chat/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'chat') }),
-      spawnService('services/video/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'video'), PUBLIC_BASE_URL: `http://127.0.0.1:${port}` }),
       spawnService('services/webhook/src/main.ts', {
         ...common,
         DATA_DIR: join(dataDir, 'webhook'),
         WEBHOOK_SECRET_KEY,
         WEBHOOK_CONSUMER: webhookConsumer,
       }),
+      spawnService('services/video/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'video'), PUBLIC_BASE_URL: `http://127.0.0.1:${port}` }),
       spawnService('services/gateway/src/main.ts', { ...common, PORT: String(port), HOST: '127.0.0.1', ADMIN_TOKEN }),
     ];
     const url = `http://127.0.0.1:${port}`;
@@ -116,7 +116,8 @@ export const distributed: Starter = async (env = {}) => {
         if (res.status !== 200) throw new Error(`not ready: ${res.status}`);
       },
       // Five processes compiling TypeScript at once on a busy machine can take longer than 30 s (the hook allows 60).
-      { timeout: 50_000, interval: 100 },
+      // Generous: every service process compiles its TypeScript at start, and CI machines have two cores.
+      { timeout: 120_000, interval: 200 },
     ).catch(async (error: unknown) => {
       // Nobody else will stop them: left running, they would answer other runs' requests on NATS.
       await Promise.all(children.map(stopProcess));
