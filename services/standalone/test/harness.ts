@@ -115,7 +115,6 @@ export const distributed: Starter = async (env = {}) => {
         const res = await fetch(`${url}/readyz`);
         if (res.status !== 200) throw new Error(`not ready: ${res.status}`);
       },
-      // Five processes compiling TypeScript at once on a busy machine can take longer than 30 s (the hook allows 60).
       // Generous: every service process compiles its TypeScript at start, and CI machines have two cores.
       { timeout: 120_000, interval: 200 },
     ).catch(async (error: unknown) => {
