@@ -181,6 +181,13 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       expect((await h.api().call('GET', '/v1/videos', { token: key })).body.data).toHaveLength(1);
     });
 
+    it('is described in the OpenAPI document by the same contracts that validate it', async () => {
+      const doc = (await (await fetch(`${service.url}/openapi.json`)).json()) as any;
+      expect(doc.paths['/v1/videos'].post.requestBody.content['application/json'].schema.properties.seconds.enum).toEqual(['4', '8', '12']);
+      expect(doc.paths['/v1/videos/{id}'].delete['x-required-scope']).toBe('video:delete');
+      expect(doc.paths['/v1/videos/{id}/content'].get.parameters.map((p: any) => p.name)).toEqual(['id', 'variant']);
+    });
+
     it('needs video:write to create and video:delete to delete', async () => {
       const { key } = await customer(10, ['video:read']);
       const res = await h.create(key);
@@ -446,7 +453,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       await h.eventually(async () => expect(await h.balance(key)).toMatchObject({ available: 9.6, reserved: 0 }));
       expect((await h.ledgerFor(orgId, created.body.id)).map((e) => e.type).sort()).toEqual(['capture', 'reservation']);
       expect((await h.ledgerFor(orgId, failing.body.id)).map((e) => e.type).sort()).toEqual(['release', 'reservation']);
-    }, 90_000);
+    }, 150_000);
   });
 });
 

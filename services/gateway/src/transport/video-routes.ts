@@ -2,6 +2,7 @@ import {
   ApiError,
   CREATE_VIDEO_CODES,
   CreateVideoBody,
+  DeletedVideoSchema,
   IdempotencyKeySchema,
   invalidRequest,
   ListVideosQuery,
@@ -12,6 +13,8 @@ import {
   VIDEO_CONTENT_CHUNK_BYTES,
   type VideoContentInfo,
   VideoContentQuery,
+  VideoListSchema,
+  VideoSchema,
 } from '@oc/contracts';
 import type { Route, RouteContext } from './routes';
 
@@ -90,6 +93,7 @@ export function videoRoutes(): Route[] {
       path: '/v1/videos',
       scope: 'video:write',
       body: 'json-or-multipart',
+      doc: { summary: 'Create a video job (JSON or multipart/form-data; Idempotency-Key honoured)', request: CreateVideoBody, response: VideoSchema },
       handle: (ctx) =>
         ctx.services.request(
           Subjects.video.create,
@@ -101,6 +105,7 @@ export function videoRoutes(): Route[] {
       method: 'GET',
       path: '/v1/videos',
       scope: 'video:read',
+      doc: { summary: "List the organization's videos with cursor pagination", query: ListVideosQuery, response: VideoListSchema },
       handle: (ctx) =>
         ctx.services.request(
           Subjects.video.list,
@@ -112,6 +117,7 @@ export function videoRoutes(): Route[] {
       method: 'GET',
       path: '/v1/videos/:id',
       scope: 'video:read',
+      doc: { summary: 'Retrieve a video', response: VideoSchema },
       handle: (ctx) =>
         ctx.services.request(Subjects.video.get, { org_id: ctx.principal.org_id, video_id: ctx.params.id }, { headers: ctx.headers }),
     },
@@ -119,6 +125,7 @@ export function videoRoutes(): Route[] {
       method: 'DELETE',
       path: '/v1/videos/:id',
       scope: 'video:delete',
+      doc: { summary: 'Delete a video and its files; a running job is cancelled and refunded', response: DeletedVideoSchema },
       handle: (ctx) =>
         ctx.services.request(Subjects.video.delete, { org_id: ctx.principal.org_id, video_id: ctx.params.id }, { headers: ctx.headers }),
     },
@@ -127,6 +134,7 @@ export function videoRoutes(): Route[] {
       path: '/v1/videos/:id/remix',
       scope: 'video:write',
       body: 'json-or-multipart',
+      doc: { summary: 'Remix a completed video with a new prompt', request: RemixVideoBody, response: VideoSchema },
       handle: (ctx) =>
         ctx.services.request(
           Subjects.video.remix,
@@ -138,6 +146,7 @@ export function videoRoutes(): Route[] {
       method: 'GET',
       path: '/v1/videos/:id/content',
       scope: 'video:read',
+      doc: { summary: 'Download the MP4 (or the WebP thumbnail); single byte ranges served', query: VideoContentQuery },
       handle: sendContent,
     },
   ];
