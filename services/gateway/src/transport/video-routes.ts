@@ -79,7 +79,18 @@ async function sendContent(ctx: RouteContext): Promise<void> {
     const chunk = unwrap(
       await ctx.services.request<{ data: string }>(Subjects.video.readContent, { ...ref, offset, length }, { headers: ctx.headers }),
     );
-    if (!res.write(Buffer.from(chunk.data, 'base64'))) await new Promise((resolve) => res.once('drain', resolve));
+    if (!res.write(Buffer.from(chunk.data, 'base64'))) {
+      // A client that goes away never drains: stop on close as well.
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.on('drain', done);
+        res.on('close', done);
+      });
+    }
     if (res.destroyed) return;
   }
   res.end();
