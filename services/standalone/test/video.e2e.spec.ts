@@ -407,7 +407,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
   });
 
   describe('notifications', () => {
-    it('has the webhook service deliver video.processing and video.completed, with the spec data, for a real job', async () => {
+    it('has the webhook service deliver video.processing, video.completed and video.failed, with the spec data, for real jobs', async () => {
       const { key } = await customer(10, [...VIDEO_SCOPES, 'webhook:write']);
       const receiver = await httpReceiver();
       try {
@@ -417,15 +417,31 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
         });
         expect(hook.status).toBe(200);
         const created = await h.create(key);
+        const failing = await h.create(key, { prompt: `${PROMPT} [sim:fail=generation_failed]` });
         const video = await h.reachStatus(key, created.body.id, 'completed');
+        const failed = await h.reachStatus(key, failing.body.id, 'failed');
         const events = await h.eventually(async () => {
           const received = receiver.received.map((r) => JSON.parse(r.rawBody));
-          expect(received.map((e) => e.type).sort()).toEqual(['video.completed', 'video.processing']);
+          expect(received.map((e) => `${e.type} ${e.data.id}`).sort()).toEqual(
+            [`video.processing ${video.id}`, `video.completed ${video.id}`, `video.processing ${failed.id}`, `video.failed ${failed.id}`].sort(),
+          );
           return received;
         });
         const base = { id: video.id, object: 'video', created: video.created, model: 'video-2', prompt: PROMPT };
-        expect(events.find((e) => e.type === 'video.processing').data).toEqual({ ...base, status: 'in_progress', progress: 1, url: null });
-        expect(events.find((e) => e.type === 'video.completed').data).toEqual({
+        const of = (type: string, id: string) => events.find((e) => e.type === type && e.data.id === id).data;
+        expect(of('video.processing', video.id)).toEqual({ ...base, status: 'in_progress', progress: 1, url: null });
+        expect(of('video.failed', failed.id)).toEqual({
+          id: failed.id,
+          object: 'video',
+          created: failed.created,
+          model: 'video-2',
+          prompt: failed.prompt,
+          status: 'failed',
+          progress: failed.progress,
+          url: null,
+          error: failed.error,
+        });
+        expect(of('video.completed', video.id)).toEqual({
           ...base,
           status: 'completed',
           progress: 100,
