@@ -1,3 +1,4 @@
+import { pathToFileURL } from 'node:url';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -67,11 +68,13 @@ function freePort(): Promise<number> {
 /** What each process was started with, so one can be started again alone. */
 const launches = new WeakMap<ChildProcess, { entry: string; env: Record<string, string> }>();
 
+const EXIT_WITH_PARENT = pathToFileURL(join(import.meta.dirname, 'exit-with-parent.mjs')).href;
+
 function spawnService(entry: string, env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, entry)], {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--import', EXIT_WITH_PARENT, join(ROOT, entry)], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   launches.set(child, { entry, env });
   return child;
