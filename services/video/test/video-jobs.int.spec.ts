@@ -237,6 +237,17 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     expect((await running!.video.service.list({ org_id: 'org_1', limit: 20, order: 'desc' })).data).toEqual([]);
   });
 
+  it('prices from VIDEO_PRICES when it is configured', async () => {
+    const prices = {
+      'video-2': { '1280x720': 0.05, '720x1280': 0.05, '1024x1792': 0.07, '1792x1024': 0.07 },
+      'video-2-pro': { '1280x720': 0.2, '720x1280': 0.2, '1024x1792': 0.4, '1792x1024': 0.4 },
+    };
+    const { service } = await start({ VIDEO_PRICES: JSON.stringify(prices) });
+    const created = await service.create({ ...request, seconds: '8' });
+    expect(created['x-cost']).toEqual({ amount: 0.4, currency: 'usd' });
+    expect(billing.reserved.get(created.id)).toBe(400_000);
+  });
+
   it('answers a repeated Idempotency-Key with the first response for 24 hours, then creates anew', async () => {
     const { service } = await start();
     const keyed = { ...request, idempotency_key: 'retry-me' };
