@@ -188,6 +188,16 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       expect(doc.paths['/v1/videos/{id}/content'].get.parameters.map((p: any) => p.name)).toEqual(['id', 'variant']);
     });
 
+    it('answers 429 rate_limit_exceeded with Retry-After once the key’s per-minute limit is spent', async () => {
+      const { key } = await h.api().newCustomer({ credit: 10, scopes: VIDEO_SCOPES, key: { rate_limit_per_minute: 1 } });
+      expect((await h.create(key)).status).toBe(200);
+      const limited = await h.create(key);
+      expect(limited.status).toBe(429);
+      expect(limited.body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limit_exceeded' });
+      expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(limited.headers.get('x-ratelimit-remaining')).toBe('0');
+    });
+
     it('needs video:write to create and video:delete to delete', async () => {
       const { key } = await customer(10, ['video:read']);
       const res = await h.create(key);
