@@ -1,20 +1,30 @@
 import 'reflect-metadata';
 import { mkdir } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { createBilling } from '@oc/billing';
 import { chatSettings, createChat } from '@oc/chat';
-import { createWebhook, resolveSecretKey, webhookSettings } from '@oc/webhook';
-import { EventStoreEventBus } from '@oc/messaging';
-import { type Clock, type IdSource, randomIds, systemClock, unwrap, Subjects, SCOPES, type CreatedApiKey, type Organization } from '@oc/contracts';
+import {
+  type Clock,
+  type CreatedApiKey,
+  type IdSource,
+  type Organization,
+  randomIds,
+  SCOPES,
+  Subjects,
+  systemClock,
+  unwrap,
+} from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
 import { createGateway, RateLimits } from '@oc/gateway';
-import { createVideo } from '@oc/video';
-import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
+import { EventStoreEventBus, InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
 import { MemoryReadModelStore } from '@oc/readmodel';
 import { createLogger, type Logger } from '@oc/telemetry';
+import { createVideo } from '@oc/video';
+import { createWebhook, resolveSecretKey, webhookSettings } from '@oc/webhook';
+import type { DynamicModule, INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
-import type { AddressInfo } from 'node:net';
 import { resolveAdminToken } from './admin-token';
 import type { StandaloneConfig } from './config';
 import { version } from './version';
@@ -43,35 +53,42 @@ export async function startStandalone(options: StandaloneOptions) {
   const stores = openSqliteStores({ filename: join(config.DATA_DIR, 'events.sqlite'), clock });
   const broker = new InProcessBroker();
   const client = new InProcessServiceClient(broker);
+  const services: { close(): Promise<void> }[] = [];
+  const apps: INestMicroservice[] = [];
+  /** Starts a service's Nest microservice on the in-process transport. */
+  const serve = async <S extends { module: DynamicModule; close(): Promise<void> }>(service: S) => {
+    const app = await NestFactory.createMicroservice(service.module, {
+      strategy: new InProcessServerStrategy(broker),
+      logger: false,
+    });
+    await app.listen();
+    apps.push(app);
+    services.push(service);
+    return service;
+  };
 
-  const billing = await createBilling({
-    eventStore: stores.store,
-    readModels: new MemoryReadModelStore(),
-    client,
-    clock,
-    ids,
-    logger: logger.child({ service: 'billing' }),
-  });
-  const billingApp = await NestFactory.createMicroservice(billing.module, {
-    strategy: new InProcessServerStrategy(broker),
-    logger: false,
-  });
-  await billingApp.listen();
+  await serve(
+    await createBilling({
+      eventStore: stores.store,
+      readModels: new MemoryReadModelStore(),
+      client,
+      clock,
+      ids,
+      logger: logger.child({ service: 'billing' }),
+    }),
+  );
 
-  const chat = await createChat({
-    eventStore: stores.store,
-    readModels: new MemoryReadModelStore(),
-    client,
-    clock,
-    ids,
-    logger: logger.child({ service: 'chat' }),
-    ...chatSettings(config),
-  });
-  const chatApp = await NestFactory.createMicroservice(chat.module, {
-    strategy: new InProcessServerStrategy(broker),
-    logger: false,
-  });
-  await chatApp.listen();
+  await serve(
+    await createChat({
+      eventStore: stores.store,
+      readModels: new MemoryReadModelStore(),
+      client,
+      clock,
+      ids,
+      logger: logger.child({ service: 'chat' }),
+      ...chatSettings(config),
+    }),
+  );
 
   const redis = config.REDIS_URL ? new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
   const gateway = await createGateway({
@@ -88,40 +105,34 @@ export async function startStandalone(options: StandaloneOptions) {
   const url = `http://127.0.0.1:${port}`;
 
   // After the gateway listens, so that by default video URLs point at the address it actually got.
-  const video = await createVideo({
-    eventStore: stores.store,
-    readModels: new MemoryReadModelStore(),
-    client,
-    clock,
-    ids,
-    logger: logger.child({ service: 'video' }),
-    config,
-    publicBaseUrl: config.PUBLIC_BASE_URL ?? url,
-    dataDir: join(config.DATA_DIR, 'video'),
-  });
-  const videoApp = await NestFactory.createMicroservice(video.module, {
-    strategy: new InProcessServerStrategy(broker),
-    logger: false,
-  });
-  await videoApp.listen();
+  await serve(
+    await createVideo({
+      eventStore: stores.store,
+      readModels: new MemoryReadModelStore(),
+      client,
+      clock,
+      ids,
+      logger: logger.child({ service: 'video' }),
+      config,
+      publicBaseUrl: config.PUBLIC_BASE_URL ?? url,
+      dataDir: join(config.DATA_DIR, 'video'),
+    }),
+  );
 
   const webhookKey = await resolveSecretKey(join(config.DATA_DIR, 'webhook-secret-key'), config.WEBHOOK_SECRET_KEY);
-  const webhook = await createWebhook({
-    eventStore: stores.store,
-    readModels: new MemoryReadModelStore(),
-    // One shared log in this mode: the webhook service reads video events straight from it.
-    bus: new EventStoreEventBus({ eventStores: { video: stores.store }, checkpoints: stores.checkpoints }),
-    clock,
-    ids,
-    logger: logger.child({ service: 'webhook' }),
-    settings: webhookSettings(config, 'development', webhookKey),
-    version,
-  });
-  const webhookApp = await NestFactory.createMicroservice(webhook.module, {
-    strategy: new InProcessServerStrategy(broker),
-    logger: false,
-  });
-  await webhookApp.listen();
+  await serve(
+    await createWebhook({
+      eventStore: stores.store,
+      readModels: new MemoryReadModelStore(),
+      // One shared log in this mode: the webhook service reads video events straight from it.
+      bus: new EventStoreEventBus({ eventStores: { video: stores.store }, checkpoints: stores.checkpoints }),
+      clock,
+      ids,
+      logger: logger.child({ service: 'webhook' }),
+      settings: webhookSettings(config, 'development', webhookKey),
+      version,
+    }),
+  );
 
   const demo = options.demo ? await createDemoOnFirstStart(client) : undefined;
 
@@ -137,14 +148,8 @@ export async function startStandalone(options: StandaloneOptions) {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       await gateway.close();
-      await chatApp.close();
-      await chat.close();
-      await webhookApp.close();
-      await webhook.close();
-      await videoApp.close();
-      await video.close();
-      await billingApp.close();
-      await billing.close();
+      for (const app of apps.reverse()) await app.close();
+      for (const service of services.reverse()) await service.close();
       await stores.close();
       redis?.disconnect();
     },
