@@ -15,14 +15,13 @@ import {
   type Usage,
 } from '@oc/contracts';
 import { aggregateStream, type CommandHandler, type EventStore } from '@oc/eventstore';
-import type { ProjectionRunner, ReadModelStore } from '@oc/readmodel';
+import { pageAfter, type ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { conversationTokens, trimToContext } from '../domain/context';
 import { chargeMicros, costMicros } from '../domain/pricing';
 import { ownedSession, sessionDecider, sessionStream } from '../domain/session';
 import { theoryInstruction } from '../domain/theory';
 import { ChatCollections, type ChatSessionDoc } from '../projections/documents';
-import { pageAfter } from './pagination';
 import type { ChatProvider, FramePublisher, Funds, Tokenizer } from './ports';
 import { FrameSequence } from './frames';
 

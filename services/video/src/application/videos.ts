@@ -15,13 +15,12 @@ import {
   type VideoStatus,
 } from '@oc/contracts';
 import { type CommandHandler, KeyedMutex } from '@oc/eventstore';
-import type { ProjectionRunner, ReadModelStore } from '@oc/readmodel';
+import { pageAfter, type ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
 import { violatesContentPolicy } from '../domain/content-policy';
 import { type PriceTable, videoPriceMicros } from '../domain/pricing';
 import { type VideoCommand, videoDecider, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
 import { fileKey, type JobTimings, type VideoJobs } from './jobs';
-import { pageAfter } from './pagination';
 import type { Billing, FileStore } from './ports';
 
 export interface VideoServiceDeps {
