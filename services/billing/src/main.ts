@@ -1,55 +1,15 @@
-import 'reflect-metadata';
-import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { randomIds, systemClock } from '@oc/contracts';
-import { openEventStores } from '@oc/eventstore/open';
-import { ensureEventsStream, natsServerStrategy, NatsServiceClient, startOutboxRelay } from '@oc/messaging';
-import { MemoryReadModelStore, MongoReadModelStore } from '@oc/readmodel';
-import { createLogger, startTelemetry } from '@oc/telemetry';
-import { NestFactory } from '@nestjs/core';
-import { z } from 'zod';
+import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
 import pkg from '../package.json' with { type: 'json' };
 import { createBilling } from './app';
 
-/** The billing service as its own process over NATS; validated once at boot. */
-const config = z
-  .object({
-    NATS_URL: z.string().default('nats://127.0.0.1:4222'),
-    DATA_DIR: z.string().default('./.data/billing'),
-    EVENTSTORE_URL: z.string().optional(),
-    MONGO_URL: z.string().optional(),
-    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  })
-  .parse(process.env);
+/** The billing service as its own process over NATS; configuration validated once at boot. */
+const config = serviceProcessConfig('billing').parse(process.env);
 
-const telemetry = startTelemetry({ serviceName: 'oc-billing', version: pkg.version });
-const logger = createLogger({ service: 'billing', level: config.LOG_LEVEL });
-await mkdir(config.DATA_DIR, { recursive: true });
-const stores = openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: join(config.DATA_DIR, 'events.sqlite') });
-const readModels = config.MONGO_URL ? await MongoReadModelStore.connect(config.MONGO_URL, 'oc_billing') : new MemoryReadModelStore();
-const client = new NatsServiceClient({ servers: config.NATS_URL });
-const nc = await client.connection();
-await ensureEventsStream(await jetstreamManager(nc));
-const relay = await startOutboxRelay({ service: 'billing', eventStore: stores.store, checkpoints: stores.checkpoints, js: jetstream(nc) });
-
-const billing = await createBilling({ eventStore: stores.store, readModels, client, clock: systemClock, ids: randomIds, logger });
-const app = await NestFactory.createMicroservice(billing.module, {
-  strategy: natsServerStrategy({ servers: config.NATS_URL, queue: 'billing' }),
-  logger: false,
+await runServiceProcess({
+  service: 'billing',
+  version: pkg.version,
+  config,
+  create: ({ eventStore, readModels, client, logger }) =>
+    createBilling({ eventStore, readModels, client, clock: systemClock, ids: randomIds, logger }),
 });
-await app.listen();
-logger.info('billing listening on NATS');
-
-const shutdown = async () => {
-  await app.close();
-  await relay.stop();
-  await billing.close();
-  await client.close();
-  await stores.close();
-  await readModels.close();
-  await telemetry.shutdown();
-  process.exit(0);
-};
-process.once('SIGINT', shutdown);
-process.once('SIGTERM', shutdown);

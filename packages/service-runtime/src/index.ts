@@ -1,0 +1,86 @@
+import 'reflect-metadata';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { CheckpointStore, EventStore } from '@oc/eventstore';
+import { openEventStores } from '@oc/eventstore/open';
+import { ensureEventsStream, natsServerStrategy, NatsServiceClient, startOutboxRelay } from '@oc/messaging';
+import { MemoryReadModelStore, MongoReadModelStore, type ReadModelStore } from '@oc/readmodel';
+import { createLogger, type Logger, startTelemetry } from '@oc/telemetry';
+import type { DynamicModule } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { z } from 'zod';
+
+/** The settings every service process shares; each service extends them with its own. */
+export const serviceProcessConfig = (service: string) =>
+  z.object({
+    NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+    DATA_DIR: z.string().default(`./.data/${service}`),
+    EVENTSTORE_URL: z.string().optional(),
+    MONGO_URL: z.string().optional(),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  });
+export type ServiceProcessConfig = z.infer<ReturnType<typeof serviceProcessConfig>>;
+
+export interface ServiceInfrastructure {
+  eventStore: EventStore;
+  checkpoints: CheckpointStore;
+  readModels: ReadModelStore;
+  client: NatsServiceClient;
+  nc: NatsConnection;
+  logger: Logger;
+}
+
+/**
+ * Runs one service as its own process over NATS: telemetry, its event store (EventStoreDB or SQLite),
+ * its read models (MongoDB or memory), the outbox relay that publishes every stored event to JetStream,
+ * and its Nest microservice in the service's queue group; SIGINT/SIGTERM close it all in order.
+ */
+export async function runServiceProcess<S extends { module: DynamicModule; close(): Promise<void> }>(options: {
+  service: string;
+  version: string;
+  config: ServiceProcessConfig;
+  create(infrastructure: ServiceInfrastructure): Promise<S>;
+}): Promise<void> {
+  const { service, config } = options;
+  const telemetry = startTelemetry({ serviceName: `oc-${service}`, version: options.version });
+  const logger = createLogger({ service, level: config.LOG_LEVEL });
+  await mkdir(config.DATA_DIR, { recursive: true });
+  const stores = openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: join(config.DATA_DIR, 'events.sqlite') });
+  const readModels = config.MONGO_URL
+    ? await MongoReadModelStore.connect(config.MONGO_URL, `oc_${service}`)
+    : new MemoryReadModelStore();
+  const client = new NatsServiceClient({ servers: config.NATS_URL });
+  const nc = await client.connection();
+  await ensureEventsStream(await jetstreamManager(nc));
+  const relay = await startOutboxRelay({ service, eventStore: stores.store, checkpoints: stores.checkpoints, js: jetstream(nc) });
+
+  const instance = await options.create({
+    eventStore: stores.store,
+    checkpoints: stores.checkpoints,
+    readModels,
+    client,
+    nc,
+    logger,
+  });
+  const app = await NestFactory.createMicroservice(instance.module, {
+    strategy: natsServerStrategy({ servers: config.NATS_URL, queue: service }),
+    logger: false,
+  });
+  await app.listen();
+  logger.info(`${service} listening on NATS`);
+
+  const shutdown = async () => {
+    await app.close();
+    await instance.close();
+    await relay.stop();
+    await client.close();
+    await stores.close();
+    await readModels.close();
+    await telemetry.shutdown();
+    process.exit(0);
+  };
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+}
