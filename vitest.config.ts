@@ -6,6 +6,8 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 180_000,
     pool: 'forks',
+    // Every read-model query the services make in any test must be served by an index (EXPLAIN QUERY PLAN).
+    env: { OC_ASSERT_INDEXED_QUERIES: '1' },
     // The JSON report lets .ci/run print the plain "N passed, N failed" line CI reads.
     reporters: ['default', 'json'],
     outputFile: { json: '.vitest-results.json' },

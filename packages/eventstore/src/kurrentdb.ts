@@ -18,7 +18,7 @@ import {
 } from '@kurrent/kurrentdb-client';
 import {
   WrongExpectedRevisionError,
-  type AllHandler,
+  type BatchHandler,
   type AppendResult,
   type CheckpointStore,
   type EventMetadata,
@@ -31,6 +31,7 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from './port';
+import { DEFAULT_MAX_BATCH, EventQueue } from './queue';
 
 /** Streams of `KurrentCheckpointStore`; hidden from readAll and subscribeToAll. */
 const CHECKPOINT_PREFIX = 'checkpoint-';
@@ -124,30 +125,31 @@ export class KurrentEventStore implements EventStore {
     return events;
   }
 
-  subscribeToAll(handler: AllHandler, options: SubscribeOptions = {}): Subscription {
-    let position = options.after;
+  subscribeToAll(handler: BatchHandler, options: SubscribeOptions = {}): Subscription {
+    const maxBatch = options.maxBatchSize ?? DEFAULT_MAX_BATCH;
+    const queue = new EventQueue();
+    /** Last position taken from the server: a resubscription continues after it. */
+    let received = options.after;
     let stopped = false;
     let current: AllStreamSubscription | undefined;
     let wake = () => {};
+    let drained = () => {};
 
-    const done = (async () => {
+    // Reads from the server into the queue, pausing while the handler is a full batch behind.
+    const pump = (async () => {
       while (!stopped) {
-        current = this.client.subscribeToAll({ fromPosition: fromPosition(position), filter: excludeSystemEvents() });
+        current = this.client.subscribeToAll({ fromPosition: fromPosition(received), filter: excludeSystemEvents() });
         try {
           for await (const resolved of current) {
             const event = toStored(resolved);
-            if (!event || !isApplicationEvent(event) || (position !== undefined && event.position <= position)) continue;
+            if (!event || !isApplicationEvent(event) || (received !== undefined && event.position <= received)) continue;
             if (stopped) return;
-            try {
-              await handler(event);
-            } catch (error) {
-              options.onError?.(error, event);
-              return;
-            }
-            position = event.position;
+            queue.push([event]);
+            received = event.position;
+            if (queue.length >= maxBatch) await new Promise<void>((resolve) => (drained = resolve));
           }
         } catch {
-          // A dropped connection: resubscribe below from the last handled position, so nothing is skipped.
+          // A dropped connection: resubscribe below from the last event received, so nothing is skipped.
         } finally {
           await current.unsubscribe();
         }
@@ -161,12 +163,34 @@ export class KurrentEventStore implements EventStore {
           });
         }
       }
-    })().finally(() => this.subscriptions.delete(subscription));
+    })();
 
+    const delivery = (async () => {
+      while (!stopped) {
+        const batch = await queue.take(maxBatch);
+        drained();
+        if (stopped) return;
+        if (batch.length === 0) continue;
+        try {
+          await handler(batch);
+        } catch (error) {
+          options.onError?.(error, batch);
+          stopped = true;
+          wake();
+          drained();
+          current?.destroy();
+          return;
+        }
+      }
+    })();
+
+    const done = Promise.all([pump, delivery]).finally(() => this.subscriptions.delete(subscription));
     const subscription: Subscription = {
       stop: async () => {
         stopped = true;
         wake();
+        drained();
+        queue.interrupt();
         // unsubscribe() only cancels the gRPC call; destroying the readable is what ends the for-await.
         current?.destroy();
         await done;

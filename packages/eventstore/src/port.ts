@@ -68,7 +68,11 @@ export interface ReadAllOptions {
   maxCount: number;
 }
 
-export type AllHandler = (event: StoredEvent) => Promise<void> | void;
+/**
+ * Receives the log in batches: each a run of consecutive events in position order, never empty. Events are
+ * shared by every subscriber of the process, so a handler must not change them.
+ */
+export type BatchHandler = (events: readonly StoredEvent[]) => Promise<void> | void;
 
 export interface Subscription {
   /** Stops delivery; resolves once no handler call is running. */
@@ -78,8 +82,10 @@ export interface Subscription {
 export interface SubscribeOptions {
   /** Exclusive position to catch up from; omit to start at the beginning of the log. */
   after?: number;
+  /** Largest batch handed to the handler at once (default 500). */
+  maxBatchSize?: number;
   /** Called when the handler throws; delivery of later events stops, so nothing is skipped. */
-  onError?: (error: unknown, event: StoredEvent) => void;
+  onError?: (error: unknown, events: readonly StoredEvent[]) => void;
 }
 
 export interface EventStore {
@@ -92,10 +98,10 @@ export interface EventStore {
   readStream(streamName: string, options?: ReadStreamOptions): Promise<StoredEvent[]>;
   readAll(options: ReadAllOptions): Promise<StoredEvent[]>;
   /**
-   * Catch-up then live subscription to the global log. Events reach the handler one at a time,
-   * in position order; the next waits for the previous handler's promise.
+   * Catch-up then live subscription to the global log. Events reach the handler in batches, in position
+   * order; the next batch waits for the previous handler's promise, and collects what arrived meanwhile.
    */
-  subscribeToAll(handler: AllHandler, options?: SubscribeOptions): Subscription;
+  subscribeToAll(handler: BatchHandler, options?: SubscribeOptions): Subscription;
   /** Cheap reachability probe for readiness checks. */
   ping(): Promise<void>;
   close(): Promise<void>;

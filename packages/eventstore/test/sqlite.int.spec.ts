@@ -106,7 +106,7 @@ describe('sqlite event store on a file', () => {
     const a = openStore(filename, { pollIntervalMs: 10 });
     const b = openStore(filename);
     const received: StoredEvent[] = [];
-    const subscription = a.subscribeToAll((e) => void received.push(e));
+    const subscription = a.subscribeToAll((batch) => void received.push(...batch));
 
     await b.appendToStream('chat-1', [{ type: 'Asked', data: {} }], { expectedRevision: 'no_stream' });
     await vi.waitFor(() => expect(received.map((e) => e.type)).toEqual(['Asked']));
@@ -116,11 +116,99 @@ describe('sqlite event store on a file', () => {
   it('wakes a live subscription on an append in the same process without waiting for the poll', async () => {
     const store = openStore(':memory:', { pollIntervalMs: 3_600_000 });
     const received: StoredEvent[] = [];
-    const subscription = store.subscribeToAll((e) => void received.push(e));
+    const subscription = store.subscribeToAll((batch) => void received.push(...batch));
 
     await store.appendToStream('chat-1', [{ type: 'Asked', data: {} }], { expectedRevision: 'no_stream' });
     await vi.waitFor(() => expect(received).toHaveLength(1));
     await subscription.stop();
+  });
+
+  describe('group commit', () => {
+    /** Frames in the write-ahead log: every commit adds at least one, so fewer commits mean fewer frames. */
+    const walFrames = (store: SqliteEventStore) =>
+      (store.db.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>)[0]!.log;
+
+    it('commits the appends of one turn of the event loop together', async () => {
+      const together = openStore(newFile());
+      const oneByOne = openStore(newFile());
+      const append = (store: SqliteEventStore, i: number) =>
+        store.appendToStream(`s-${i}`, [{ type: 'A', data: { i } }], { expectedRevision: 'no_stream' });
+
+      const results = await Promise.all(Array.from({ length: 50 }, (_, i) => append(together, i)));
+      for (let i = 0; i < 50; i++) await append(oneByOne, i);
+
+      expect(results.map((r) => r.nextExpectedRevision)).toEqual(Array(50).fill(0));
+      expect(new Set(results.map((r) => r.position)).size).toBe(50);
+      expect(walFrames(together) * 10).toBeLessThan(walFrames(oneByOne));
+    });
+
+    it('checks each append of a group against its own expected revision', async () => {
+      const store = openStore(':memory:');
+      await store.appendToStream('taken', [{ type: 'A', data: {} }], { expectedRevision: 'no_stream' });
+
+      const [first, second, stale, fresh] = await Promise.allSettled([
+        store.appendToStream('chain', [{ type: 'A', data: {} }], { expectedRevision: 'no_stream' }),
+        store.appendToStream('chain', [{ type: 'B', data: {} }], { expectedRevision: 0 }),
+        store.appendToStream('taken', [{ type: 'B', data: {} }], { expectedRevision: 'no_stream' }),
+        store.appendToStream('fresh', [{ type: 'A', data: {} }], { expectedRevision: 'no_stream' }),
+      ]);
+
+      expect(first).toMatchObject({ status: 'fulfilled', value: { nextExpectedRevision: 0 } });
+      expect(second).toMatchObject({ status: 'fulfilled', value: { nextExpectedRevision: 1 } });
+      expect(stale).toMatchObject({ status: 'rejected', reason: expect.any(WrongExpectedRevisionError) });
+      expect(fresh.status).toBe('fulfilled');
+      expect((await store.readStream('taken')).map((e) => e.type)).toEqual(['A']);
+    });
+
+    it('fails only the append whose data cannot be stored', async () => {
+      const store = openStore(':memory:');
+      const [bad, good] = await Promise.allSettled([
+        store.appendToStream('bad', [{ type: 'A', data: { n: 1n } }], { expectedRevision: 'no_stream' }),
+        store.appendToStream('good', [{ type: 'A', data: {} }], { expectedRevision: 'no_stream' }),
+      ]);
+      expect(bad.status).toBe('rejected');
+      expect(good.status).toBe('fulfilled');
+      expect(await store.readStream('bad')).toEqual([]);
+    });
+
+    it('hands a live subscription what one turn appended as one batch', async () => {
+      const store = openStore(':memory:', { pollIntervalMs: 3_600_000 });
+      const batches: number[] = [];
+      const subscription = store.subscribeToAll((batch) => void batches.push(batch.length));
+      await vi.waitFor(() => expect(subscription).toBeDefined());
+
+      await Promise.all(
+        Array.from({ length: 10 }, (_, i) => store.appendToStream(`s-${i}`, [{ type: 'A', data: {} }], { expectedRevision: 'no_stream' })),
+      );
+      await vi.waitFor(() => expect(batches.reduce((a, b) => a + b, 0)).toBe(10));
+      await subscription.stop();
+      expect(batches).toEqual([10]);
+    });
+  });
+
+  it('delivers everything, in order, to a subscriber that fell far behind', async () => {
+    const store = openStore(':memory:', { pollIntervalMs: 3_600_000 });
+    const positions: number[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let first = true;
+    const subscription = store.subscribeToAll(async (batch) => {
+      if (first) {
+        first = false;
+        await released;
+      }
+      for (const e of batch) positions.push(e.position);
+    });
+    await store.appendToStream('first', [{ type: 'A', data: {} }], { expectedRevision: 'no_stream' });
+    // More than a live subscriber may hold in memory: it has to go back to reading the file.
+    for (let i = 0; i < 12; i++) {
+      await store.appendToStream(`bulk-${i}`, Array.from({ length: 1_000 }, () => ({ type: 'B', data: {} })), { expectedRevision: 'no_stream' });
+    }
+    release();
+
+    await vi.waitFor(() => expect(positions).toHaveLength(12_001), { timeout: 10_000 });
+    await subscription.stop();
+    expect(positions).toEqual(Array.from({ length: 12_001 }, (_, i) => i + 1));
   });
 
   it('stops its subscriptions when closed', async () => {

@@ -12,12 +12,12 @@ import { Logger } from '@nestjs/common';
 import { EVENTS_STREAM, eventSubject } from '@oc/contracts';
 import type { CheckpointStore, EventStore, StoredEvent, Subscription } from '@oc/eventstore';
 import type { DurableEventBus, EventFilter } from './port';
-import { exponentialBackoff, subscribeCheckpointed, type EventErrorHandler, type RetryDelay } from './retry';
+import { describe, exponentialBackoff, subscribeCheckpointed, type EventErrorHandler, type RetryDelay } from './retry';
 
 type EventHandler = (event: StoredEvent) => Promise<void>;
 
-const defaultOnError = (logger: Logger): EventErrorHandler => (error, event) =>
-  logger.warn(`Handler failed on event ${event.id} (${event.type}), will retry: ${String(error)}`);
+const defaultOnError = (logger: Logger): EventErrorHandler => (error, events) =>
+  logger.warn(`Handler failed on ${describe(events)}, will retry: ${String(error)}`);
 
 export interface JetStreamEventBusOptions {
   /** Redelivery delay after a failure, from the message's delivery count (1 on the first). */
@@ -66,7 +66,7 @@ export class JetStreamEventBus implements DurableEventBus {
           if (types.has(event.type)) await handler(event);
           msg.ack();
         } catch (error) {
-          onError(error, event);
+          onError(error, [event]);
           msg.nak(redeliveryDelayMs(msg.info.deliveryCount));
         }
       }
@@ -134,12 +134,23 @@ export class EventStoreEventBus implements DurableEventBus {
     const eventStore = this.options.eventStores[filter.service];
     if (!eventStore) throw new Error(`No event store registered for service "${filter.service}"`);
     const types = new Set(filter.types);
+    let handled = -1;
     return subscribeCheckpointed({
       eventStore,
       checkpoints: this.options.checkpoints,
       name: consumerName,
-      handle: async (event) => {
-        if (types.has(event.type)) await handler(event);
+      handle: async (events) => {
+        let concerned = false;
+        for (const event of events) {
+          // A retried batch starts again at its failed event, not at its first.
+          if (event.position <= handled) continue;
+          if (types.has(event.type)) {
+            await handler(event);
+            concerned = true;
+          }
+          handled = event.position;
+        }
+        return concerned;
       },
       retryDelay: this.options.retryDelay ?? exponentialBackoff(),
       onError: this.options.onError ?? defaultOnError(this.logger),

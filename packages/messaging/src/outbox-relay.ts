@@ -9,7 +9,7 @@ import { nanos } from '@nats-io/transport-node';
 import { Logger } from '@nestjs/common';
 import { EVENTS_STREAM, eventSubject } from '@oc/contracts';
 import type { CheckpointStore, EventStore, Subscription } from '@oc/eventstore';
-import { exponentialBackoff, subscribeCheckpointed, type EventErrorHandler, type RetryDelay } from './retry';
+import { describe, exponentialBackoff, subscribeCheckpointed, type EventErrorHandler, type RetryDelay } from './retry';
 
 /** Creates the `EVENTS` stream, or brings an existing one to this configuration. */
 export async function ensureEventsStream(jsm: JetStreamManager): Promise<void> {
@@ -41,8 +41,8 @@ export interface OutboxRelayOptions {
 }
 
 /**
- * Publishes every stored event (its JSON) to JetStream with msgID = event id, and checkpoints after
- * the publish ack. A crash in between republishes, and JetStream drops the duplicate.
+ * Publishes every stored event (its JSON) to JetStream with msgID = event id, a batch at a time, and
+ * checkpoints after the publish acks. A crash in between republishes, and JetStream drops the duplicates.
  */
 export function startOutboxRelay(options: OutboxRelayOptions): Promise<Subscription> {
   const { service, js } = options;
@@ -51,10 +51,11 @@ export function startOutboxRelay(options: OutboxRelayOptions): Promise<Subscript
     eventStore: options.eventStore,
     checkpoints: options.checkpoints,
     name: options.name ?? `outbox-relay.${service}`,
-    handle: async (event) => {
-      await js.publish(eventSubject(service, event.type), JSON.stringify(event), { msgID: event.id });
+    handle: async (events) => {
+      await Promise.all(events.map((event) => js.publish(eventSubject(service, event.type), JSON.stringify(event), { msgID: event.id })));
+      return true;
     },
     retryDelay: options.retryDelay ?? exponentialBackoff(),
-    onError: options.onError ?? ((error, event) => logger.warn(`Retrying event ${event.id}: ${String(error)}`)),
+    onError: options.onError ?? ((error, events) => logger.warn(`Retrying ${describe(events)}: ${String(error)}`)),
   });
 }

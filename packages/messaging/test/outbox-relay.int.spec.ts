@@ -53,15 +53,11 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
   it('loses nothing and duplicates nothing when the relay dies between publish and checkpoint', async () => {
     const { service, store, checkpoints, append, subjectCounts, consume, relay } = fixture();
     await append('video-1', 'VideoCreated', 'VideoProgressed', 'VideoCompleted');
-    const [first] = await store.readAll({ maxCount: 1 });
 
-    // This relay's checkpoints after the first event never reach the disk, as if it crashed right
-    // after each publish ack.
+    // This relay's checkpoints never reach the disk, as if it crashed right after each publish ack.
     const crashing: CheckpointStore = {
       load: (name) => checkpoints.load(name),
-      store: async (name, position) => {
-        if (position <= first!.position) await checkpoints.store(name, position);
-      },
+      store: async () => {},
     };
     const relayA = await relay({ checkpoints: crashing });
     const received: StoredEvent[] = [];
@@ -76,7 +72,7 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
       }),
     );
     await relayA.stop();
-    expect(await checkpoints.load(`outbox-relay.${service}`)).toBe(first!.position);
+    expect(await checkpoints.load(`outbox-relay.${service}`)).toBeUndefined();
 
     await append('video-2', 'VideoCreated', 'VideoCompleted');
     const relayB = await relay();
@@ -84,7 +80,7 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
     const all = await store.readAll({ maxCount: 100 });
     await vi.waitFor(async () => expect(await checkpoints.load(`outbox-relay.${service}`)).toBe(all.at(-1)!.position));
 
-    // Relay B republished two events relay A had already published; JetStream kept one copy of each.
+    // Relay B republished the three events relay A had already published; JetStream kept one copy of each.
     expect(await subjectCounts()).toEqual({
       [`events.${service}.VideoCreated`]: 2,
       [`events.${service}.VideoProgressed`]: 1,
@@ -99,7 +95,7 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
     const { service, checkpoints, append, subjectCounts, relay } = fixture();
     for (let i = 0; i < 5; i++) await append(`video-${i}`, 'VideoCreated', 'VideoCompleted');
 
-    // NATS goes away after four publishes; the relay keeps retrying the fifth until it is stopped.
+    // NATS goes away after four publishes; the relay keeps retrying the rest until it is stopped.
     let publishes = 0;
     const flaky = {
       publish: (...args: Parameters<JetStreamClient['publish']>) =>
@@ -109,9 +105,10 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
       js: flaky,
       retryDelay: (_attempt, signal) => new Promise((resolve) => signal.addEventListener('abort', () => resolve())),
     });
-    await vi.waitFor(() => expect(publishes).toBe(5));
+    await vi.waitFor(() => expect(publishes).toBeGreaterThan(4));
     await relayA.stop();
-    expect(await checkpoints.load(`outbox-relay.${service}`)).toBe(4);
+    // Its batch never completed, so it never checkpointed: relay B publishes everything again.
+    expect(await checkpoints.load(`outbox-relay.${service}`)).toBeUndefined();
 
     await append('video-late', 'VideoCreated');
     const relayB = await relay();

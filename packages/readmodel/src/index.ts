@@ -1,5 +1,6 @@
 export * from './port';
-export * from './memory';
+export * from './query';
+export * from './sqlite';
 export * from './mongodb';
 export * from './projection';
 export * from './pagination';

@@ -10,7 +10,8 @@ export interface PageRequest {
 
 /**
  * Cursor pagination over a read model sorted by a numeric field with `_id` as tie-breaker, so a page
- * boundary never skips or repeats an item even when many share the same timestamp.
+ * boundary never skips or repeats an item even when many share the same timestamp. Declare an index on
+ * the filter's equality fields followed by `sortField` so that every page is an index range.
  */
 export async function pageAfter<T extends Document>(
   collection: Collection<T>,
@@ -18,19 +19,17 @@ export async function pageAfter<T extends Document>(
   sortField: string,
   page: PageRequest,
 ): Promise<{ data: T[]; has_more: boolean }> {
-  const order = page.order ?? 'desc';
-  const cmp = order === 'desc' ? '$lt' : '$gt';
-  let cursorFilter: Filter = {};
+  let after: unknown[] | undefined;
   if (page.after !== undefined) {
     const cursor = await collection.findOne({ ...filter, _id: page.after });
     if (!cursor) throw notFound('invalid_cursor', `No item with id '${page.after}' to page after.`);
-    const value = cursor[sortField];
-    cursorFilter = { $or: [{ [sortField]: { [cmp]: value } }, { [sortField]: value, _id: { [cmp]: page.after } }] };
+    after = [cursor[sortField], cursor._id];
   }
-  const direction = order === 'desc' ? -1 : 1;
-  const rows = await collection.find(
-    { $and: [filter, cursorFilter] },
-    { sort: { [sortField]: direction, _id: direction }, limit: page.limit + 1 },
-  );
+  const direction = (page.order ?? 'desc') === 'desc' ? -1 : 1;
+  const rows = await collection.find(filter, {
+    sort: { [sortField]: direction, _id: direction },
+    limit: page.limit + 1,
+    ...(after ? { after } : {}),
+  });
   return { data: rows.slice(0, page.limit), has_more: rows.length > page.limit };
 }

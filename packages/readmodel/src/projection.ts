@@ -1,8 +1,19 @@
 import type { EventStore, StoredEvent, Subscription } from '@oc/eventstore';
-import type { Collection, Document, ReadModelStore } from './port';
+import type { CollectionSpec, Document, DocumentWrite, ReadModelStore } from './port';
+
+/**
+ * A projection's view of one collection during a batch: what it reads includes what it wrote earlier in
+ * the batch, and nothing reaches the store before the batch commits. `get` returns a fresh copy, so a
+ * change counts only once it is `put`.
+ */
+export interface DocumentSession<T extends Document> {
+  get(id: string): Promise<T | null>;
+  put(document: T): Promise<void>;
+  delete(id: string): Promise<void>;
+}
 
 export interface ProjectionContext {
-  collection<T extends Document>(name: string): Collection<T>;
+  collection<T extends Document>(name: string): DocumentSession<T>;
 }
 
 export interface Projection {
@@ -27,16 +38,76 @@ export function documentProjection<T extends Document>(p: {
       const id = p.documentId(event);
       if (id === null) return;
       const collection = ctx.collection<T>(p.collection);
-      const next = p.evolve(await collection.findOne({ _id: id }), event);
-      if (next === null) return collection.deleteOne(id);
+      const next = p.evolve(await collection.get(id), event);
+      if (next === null) return collection.delete(id);
       // A different _id would silently leave the old document behind and create a second one.
       if (next._id !== id) throw new Error(`${p.name}: evolve returned _id ${next._id} for document ${id}`);
-      await collection.upsert(next);
+      await collection.put(next);
     },
   };
 }
 
-const CATCH_UP_PAGE_SIZE = 500;
+interface Entry {
+  json: string | null;
+  /** Position of the last event applied to the document: as stored, then as written in this batch. */
+  position: number;
+  dirty: boolean;
+}
+
+/**
+ * The documents one batch touches. A write for an event the stored document has already seen (a replay
+ * after the checkpoint was lost) is dropped here, and again by the store's conditional write.
+ */
+class Batch implements ProjectionContext {
+  readonly #entries = new Map<string, Entry>();
+  position = -1;
+
+  constructor(private readonly readModels: ReadModelStore) {}
+
+  collection<T extends Document>(name: string): DocumentSession<T> {
+    return {
+      get: async (id) => {
+        const { json } = await this.#entry(name, id);
+        return json === null ? null : (JSON.parse(json) as T);
+      },
+      put: (document) => this.#write(name, document._id, JSON.stringify(document)),
+      delete: (id) => this.#write(name, id, null),
+    };
+  }
+
+  writes(): DocumentWrite[] {
+    const writes: DocumentWrite[] = [];
+    for (const [key, entry] of this.#entries) {
+      if (!entry.dirty) continue;
+      const split = key.indexOf('\0');
+      writes.push({ collection: key.slice(0, split), id: key.slice(split + 1), position: entry.position, json: entry.json });
+    }
+    return writes;
+  }
+
+  async #write(collection: string, id: string, json: string | null): Promise<void> {
+    const entry = await this.#entry(collection, id);
+    if (entry.position >= this.position) return;
+    entry.json = json;
+    entry.position = this.position;
+    entry.dirty = true;
+  }
+
+  async #entry(collection: string, id: string): Promise<Entry> {
+    const key = `${collection}\0${id}`;
+    let entry = this.#entries.get(key);
+    if (!entry) {
+      const stored = await this.readModels.loadDocument(collection, id);
+      entry = { json: stored?.json ?? null, position: stored?.position ?? -1, dirty: false };
+      this.#entries.set(key, entry);
+    }
+    return entry;
+  }
+}
+
+const CATCH_UP_PAGE_SIZE = 1_000;
+/** Checkpoints move at least this often even when no projection wrote anything, so a restart re-reads little. */
+const CHECKPOINT_EVERY_EVENTS = 1_000;
 
 interface Waiter {
   position: number;
@@ -45,19 +116,27 @@ interface Waiter {
   timer: ReturnType<typeof setTimeout>;
 }
 
+export interface ProjectionRunnerOptions {
+  /** The collections the projections write and the services query, created with their indexes at start. */
+  collections: readonly CollectionSpec[];
+  onError?: (error: unknown) => void;
+}
+
 /**
- * Feeds the global log to projections through one subscription, each projection skipping what its own
- * checkpoint says it already applied. A checkpoint is stored after every event a projection handles,
- * after the read-model write, so a crash re-applies at most that one event and never skips one.
+ * Feeds the global log to projections in batches through one subscription. Each batch's document writes
+ * and every projection's checkpoint commit together, so a restart resumes from the checkpoint and reads
+ * only the tail of the log; each projection skips what its own checkpoint says it already applied.
  *
  * A projection error stops the runner: during start() it rejects start(), afterwards it goes to
  * onError. Either way pending and later waitFor() calls reject with it.
  */
 export class ProjectionRunner {
   readonly #checkpoints = new Map<string, number | undefined>();
+  readonly #handlers = new Map<string, Projection[]>();
   readonly #waiters = new Set<Waiter>();
   readonly #onError: (error: unknown) => void;
   #position = -1;
+  #committed = -1;
   #halted: { error: unknown } | undefined;
   #stopped = false;
   #starting: Promise<void> | undefined;
@@ -67,10 +146,13 @@ export class ProjectionRunner {
     private readonly eventStore: EventStore,
     private readonly readModels: ReadModelStore,
     private readonly projections: Projection[],
-    options: { onError?: (error: unknown) => void } = {},
+    private readonly options: ProjectionRunnerOptions,
   ) {
     // A runner that stops without a word leaves read models silently stale; say so at least on stderr.
     this.#onError = options.onError ?? ((error) => console.error('Projection runner stopped', error));
+    for (const projection of projections) {
+      for (const type of projection.canHandle) this.#handlers.set(type, [...(this.#handlers.get(type) ?? []), projection]);
+    }
   }
 
   /** Last processed global position; -1 before the first event. */
@@ -85,20 +167,21 @@ export class ProjectionRunner {
   }
 
   async #start(): Promise<void> {
+    await this.readModels.declare(this.options.collections);
     for (const { name } of this.projections) {
       this.#checkpoints.set(name, await this.readModels.loadCheckpoint(name));
     }
     const checkpoints = [...this.#checkpoints.values()];
     if (checkpoints.length > 0 && checkpoints.every((c) => c !== undefined)) {
       this.#position = Math.min(...checkpoints);
+      this.#committed = this.#position;
     }
     try {
       // Reading pages until a short one is how start() knows the catch-up reached the log's end.
-      for (let page = await this.#nextPage(); ; page = await this.#nextPage()) {
-        for (const event of page) {
-          if (this.#stopped) return;
-          await this.#apply(event);
-        }
+      for (;;) {
+        const page = await this.eventStore.readAll({ after: this.#after(), maxCount: CATCH_UP_PAGE_SIZE });
+        if (this.#stopped) return;
+        if (page.length > 0) await this.#apply(page);
         if (page.length < CATCH_UP_PAGE_SIZE) break;
       }
     } catch (error) {
@@ -106,7 +189,7 @@ export class ProjectionRunner {
       throw error;
     }
     if (this.#stopped) return;
-    this.#subscription = this.eventStore.subscribeToAll((event) => this.#apply(event), {
+    this.#subscription = this.eventStore.subscribeToAll((events) => this.#apply(events), {
       after: this.#after(),
       onError: (error) => {
         this.#halt(error);
@@ -148,21 +231,29 @@ export class ProjectionRunner {
     return this.#position < 0 ? undefined : this.#position;
   }
 
-  #nextPage(): Promise<StoredEvent[]> {
-    return this.eventStore.readAll({ after: this.#after(), maxCount: CATCH_UP_PAGE_SIZE });
-  }
-
-  async #apply(event: StoredEvent): Promise<void> {
-    for (const projection of this.projections) {
-      const checkpoint = this.#checkpoints.get(projection.name);
-      if (!projection.canHandle.includes(event.type)) continue;
-      if (checkpoint !== undefined && event.position <= checkpoint) continue;
-      await projection.handle(event, this.readModels);
-      await this.readModels.storeCheckpoint(projection.name, event.position);
-      this.#checkpoints.set(projection.name, event.position);
+  async #apply(events: readonly StoredEvent[]): Promise<void> {
+    const batch = new Batch(this.readModels);
+    for (const event of events) {
+      const handlers = this.#handlers.get(event.type);
+      if (!handlers) continue;
+      batch.position = event.position;
+      for (const projection of handlers) {
+        const checkpoint = this.#checkpoints.get(projection.name);
+        if (checkpoint !== undefined && event.position <= checkpoint) continue;
+        await projection.handle(event, batch);
+      }
     }
-    this.#position = event.position;
-    for (const waiter of this.#waiters) if (waiter.position <= event.position) this.#settle(waiter);
+    const last = events.at(-1)!.position;
+    const writes = batch.writes();
+    if (writes.length > 0 || last - this.#committed >= CHECKPOINT_EVERY_EVENTS) {
+      const checkpoints: Record<string, number> = {};
+      for (const { name } of this.projections) checkpoints[name] = last;
+      await this.readModels.commit({ writes, checkpoints });
+      for (const name of Object.keys(checkpoints)) this.#checkpoints.set(name, last);
+      this.#committed = last;
+    }
+    this.#position = last;
+    for (const waiter of this.#waiters) if (waiter.position <= last) this.#settle(waiter);
   }
 
   #halt(error: unknown): void {

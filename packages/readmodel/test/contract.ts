@@ -1,19 +1,27 @@
 import { randomUUID } from 'node:crypto';
+import { openSqliteStores, type EventStore } from '@oc/eventstore';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Document, ReadModelStore } from '../src/port';
+import { type Projection, ProjectionRunner } from '../src/projection';
+import { UnsupportedQueryError } from '../src/query';
 
 interface Video extends Document {
   org: string;
   created: number;
   tags: string[];
   owner: { name: string; team: string };
+  note?: string | null;
+  open?: boolean;
 }
 
 function video(id: string, created: number, overrides: Partial<Video> = {}): Video {
   return { _id: id, org: 'org_1', created, tags: [], owner: { name: 'ada', team: 'red' }, ...overrides };
 }
 
-/** The behaviour every ReadModelStore adapter must share. Names are unique per test so a shared server works. */
+/**
+ * The behaviour every ReadModelStore adapter must share, including the whole query surface of `query.ts`.
+ * Names are unique per test so a shared server works.
+ */
 export function readModelContract(
   name: string,
   open: () => Promise<{ store: ReadModelStore; close(): Promise<void> }>,
@@ -22,7 +30,23 @@ export function readModelContract(
     let store: ReadModelStore;
     let close: () => Promise<void>;
     const unique = (prefix: string) => `${prefix}_${randomUUID().replaceAll('-', '')}`;
-    const videos = () => store.collection<Video>(unique('videos'));
+
+    /** A declared collection and a way to write documents into it as a projection would. */
+    async function videos(indexes: string[][] = [['org', 'created']]) {
+      const collectionName = unique('videos');
+      await store.declare([{ name: collectionName, indexes }]);
+      let position = 0;
+      const write = (docs: Array<Video | { delete: string }>, at = ++position) =>
+        store.commit({
+          writes: docs.map((d) =>
+            'delete' in d
+              ? { collection: collectionName, id: d.delete as string, position: at, json: null }
+              : { collection: collectionName, id: d._id, position: at, json: JSON.stringify(d) },
+          ),
+          checkpoints: {},
+        });
+      return { name: collectionName, collection: store.collection<Video>(collectionName), write };
+    }
 
     beforeEach(async () => {
       ({ store, close } = await open());
@@ -35,58 +59,100 @@ export function readModelContract(
       await expect(store.ping()).resolves.toBeUndefined();
     });
 
-    it('finds an upserted document and replaces it whole on the next upsert', async () => {
-      const collection = videos();
-      await collection.upsert(video('v1', 1, { tags: ['a'] }));
+    it('finds a written document and replaces it whole on a newer write', async () => {
+      const { collection, write } = await videos();
+      await write([video('v1', 1, { tags: ['a'] })]);
 
       expect(await collection.findOne({ _id: 'v1' })).toEqual(video('v1', 1, { tags: ['a'] }));
 
-      await collection.upsert({ _id: 'v1', org: 'org_2' } as Video);
+      await write([{ _id: 'v1', org: 'org_2' } as Video]);
       expect(await collection.findOne({ _id: 'v1' })).toEqual({ _id: 'v1', org: 'org_2' });
       expect(await collection.count({})).toBe(1);
     });
 
     it('returns null when nothing matches', async () => {
-      expect(await videos().findOne({ _id: 'missing' })).toBeNull();
+      const { collection } = await videos();
+      expect(await collection.findOne({ _id: 'missing' })).toBeNull();
     });
 
     it('keeps collections apart', async () => {
-      const first = videos();
-      const second = videos();
-      await first.upsert(video('v1', 1));
+      const first = await videos();
+      const second = await videos();
+      await first.write([video('v1', 1)]);
 
-      expect(await second.findOne({ _id: 'v1' })).toBeNull();
+      expect(await second.collection.findOne({ _id: 'v1' })).toBeNull();
     });
 
-    describe('filters', () => {
+    it('declares the same collection again without losing documents', async () => {
+      const { name: collectionName, collection, write } = await videos();
+      await write([video('v1', 1)]);
+      await store.declare([{ name: collectionName, indexes: [['org', 'created'], ['owner.team']] }]);
+      await store.declare([{ name: collectionName, indexes: [['owner.team']] }]);
+
+      expect(await collection.count({})).toBe(1);
+      expect(await collection.count({ 'owner.team': 'red' })).toBe(1);
+    });
+
+    describe('the query surface', () => {
       const ids = (documents: Document[]) => documents.map((d) => d._id).sort();
-      let collection: ReturnType<typeof videos>;
+      let collection: Awaited<ReturnType<typeof videos>>['collection'];
 
       beforeEach(async () => {
-        collection = videos();
-        await collection.upsert(video('v1', 10, { tags: ['cat', 'dog'], owner: { name: 'ada', team: 'red' } }));
-        await collection.upsert(video('v2', 20, { org: 'org_2', tags: ['dog'], owner: { name: 'bob', team: 'blue' } }));
-        await collection.upsert(video('v3', 30, { org: 'org_3', tags: [], owner: { name: 'cy', team: 'red' } }));
+        const v = await videos([['org', 'created'], ['owner.team'], ['open']]);
+        collection = v.collection;
+        await v.write([
+          video('v1', 10, { tags: ['cat', 'dog'], owner: { name: 'ada', team: 'red' }, note: 'x', open: true }),
+          video('v2', 20, { org: 'org_2', tags: ['dog'], owner: { name: 'bob', team: 'blue' }, note: null, open: false }),
+          video('v3', 30, { org: 'org_3', tags: [], owner: { name: 'cy', team: 'red' } }),
+        ]);
       });
 
-      it('matches equality and $in', async () => {
+      it('matches equality on strings, numbers and booleans, and $eq', async () => {
         expect(ids(await collection.find({ org: 'org_2' }))).toEqual(['v2']);
-        expect(ids(await collection.find({ org: { $in: ['org_1', 'org_3'] } }))).toEqual(['v1', 'v3']);
+        expect(ids(await collection.find({ created: 30 }))).toEqual(['v3']);
+        expect(ids(await collection.find({ open: true }))).toEqual(['v1']);
+        expect(ids(await collection.find({ open: false }))).toEqual(['v2']);
+        expect(ids(await collection.find({ org: { $eq: 'org_1' } }))).toEqual(['v1']);
       });
 
-      it('matches $lt and $gt', async () => {
+      it('matches null to null and to a missing field', async () => {
+        expect(ids(await collection.find({ note: null }))).toEqual(['v2', 'v3']);
+        expect(ids(await collection.find({ note: { $ne: null } }))).toEqual(['v1']);
+      });
+
+      it('matches $ne, and $nin, including documents without the field', async () => {
+        expect(ids(await collection.find({ note: { $ne: 'x' } }))).toEqual(['v2', 'v3']);
+        expect(ids(await collection.find({ org: { $ne: 'org_1' } }))).toEqual(['v2', 'v3']);
+        expect(ids(await collection.find({ note: { $nin: ['x'] } }))).toEqual(['v2', 'v3']);
+        expect(ids(await collection.find({ org: { $nin: ['org_1', 'org_3'] } }))).toEqual(['v2']);
+        expect(ids(await collection.find({ note: { $nin: ['x', null] } }))).toEqual([]);
+      });
+
+      it('matches $in, with null matching a missing field', async () => {
+        expect(ids(await collection.find({ org: { $in: ['org_1', 'org_3'] } }))).toEqual(['v1', 'v3']);
+        expect(ids(await collection.find({ org: { $in: [] } }))).toEqual([]);
+        expect(ids(await collection.find({ note: { $in: ['x', null] } }))).toEqual(['v1', 'v2', 'v3']);
+      });
+
+      it('matches $lt, $lte, $gt and $gte, on numbers and on strings', async () => {
         expect(ids(await collection.find({ created: { $lt: 20 } }))).toEqual(['v1']);
+        expect(ids(await collection.find({ created: { $lte: 20 } }))).toEqual(['v1', 'v2']);
         expect(ids(await collection.find({ created: { $gt: 10, $lt: 40 } }))).toEqual(['v2', 'v3']);
+        expect(ids(await collection.find({ created: { $gte: 30 } }))).toEqual(['v3']);
+        expect(ids(await collection.find({ _id: { $gt: 'v1' } }))).toEqual(['v2', 'v3']);
       });
 
       it('matches nested fields with dot notation', async () => {
         expect(ids(await collection.find({ 'owner.team': 'red' }))).toEqual(['v1', 'v3']);
       });
 
-      it('matches an array by element and by whole value', async () => {
-        expect(ids(await collection.find({ tags: 'dog' }))).toEqual(['v1', 'v2']);
-        expect(ids(await collection.find({ tags: ['dog'] }))).toEqual(['v2']);
-        expect(ids(await collection.find({ tags: [] }))).toEqual(['v3']);
+      it('matches an element of an array with $elemMatch', async () => {
+        expect(ids(await collection.find({ tags: { $elemMatch: { $eq: 'dog' } } }))).toEqual(['v1', 'v2']);
+        expect(ids(await collection.find({ org: 'org_1', tags: { $elemMatch: { $eq: 'cat' } } }))).toEqual(['v1']);
+      });
+
+      it('applies every condition of a filter', async () => {
+        expect(ids(await collection.find({ 'owner.team': 'red', created: { $gt: 10 }, org: { $nin: ['org_9'] } }))).toEqual(['v3']);
       });
 
       it('counts matches', async () => {
@@ -94,71 +160,169 @@ export function readModelContract(
         expect(await collection.count({})).toBe(3);
         expect(await collection.count({ org: 'nobody' })).toBe(0);
       });
+
+      it('refuses anything outside the stated subset', async () => {
+        for (const filter of [
+          { $or: [{ org: 'org_1' }] },
+          { org: { $regex: 'org' } },
+          { tags: ['dog'] },
+          { owner: { name: 'ada', team: 'red' } },
+          { tags: { $elemMatch: { $gt: 'a' } } },
+          { created: { $lt: [1] } },
+          { 'bad path!': 1 },
+        ]) {
+          await expect(collection.find(filter), JSON.stringify(filter)).rejects.toBeInstanceOf(UnsupportedQueryError);
+        }
+        await expect(collection.find({}, { sort: { created: 2 as 1 } })).rejects.toBeInstanceOf(UnsupportedQueryError);
+        await expect(collection.find({}, { sort: { created: 1 }, after: [1, 'v1'] })).rejects.toBeInstanceOf(UnsupportedQueryError);
+      });
     });
 
-    describe('sorting and paging', () => {
-      let collection: ReturnType<typeof videos>;
+    describe('sorting and keyset pages', () => {
+      let collection: Awaited<ReturnType<typeof videos>>['collection'];
 
       beforeEach(async () => {
-        collection = videos();
-        for (const [id, created] of [['a', 1], ['b', 2], ['c', 2], ['d', 3], ['e', 2]] as const) {
-          await collection.upsert(video(id, created));
-        }
+        const v = await videos([['created']]);
+        collection = v.collection;
+        await v.write((
+          [['a', 1], ['b', 2], ['c', 2], ['d', 3], ['e', 2]] as const
+        ).map(([id, created]) => video(id, created)));
       });
+
+      const order = (docs: Document[]) => docs.map((d) => d._id);
 
       it('sorts on two keys, the first descending and the second ascending', async () => {
-        const sorted = await collection.find({}, { sort: { created: -1, _id: 1 } });
-        expect(sorted.map((d) => d._id)).toEqual(['d', 'b', 'c', 'e', 'a']);
+        expect(order(await collection.find({}, { sort: { created: -1, _id: 1 } }))).toEqual(['d', 'b', 'c', 'e', 'a']);
       });
 
-      it('skips and limits after sorting', async () => {
-        const page = await collection.find({}, { sort: { created: -1, _id: 1 }, skip: 1, limit: 2 });
-        expect(page.map((d) => d._id)).toEqual(['b', 'c']);
+      it('limits after sorting', async () => {
+        expect(order(await collection.find({}, { sort: { created: -1, _id: 1 }, limit: 2 }))).toEqual(['d', 'b']);
       });
 
-      it('pages within a filter', async () => {
-        const page = await collection.find({ created: 2 }, { sort: { _id: -1 }, limit: 2 });
-        expect(page.map((d) => d._id)).toEqual(['e', 'c']);
+      it('pages after a key, both keys descending, within a filter', async () => {
+        expect(order(await collection.find({}, { sort: { created: -1, _id: -1 }, after: [2, 'e'] }))).toEqual(['c', 'b', 'a']);
+        expect(order(await collection.find({ created: 2 }, { sort: { created: -1, _id: -1 }, after: [2, 'e'], limit: 1 }))).toEqual([
+          'c',
+        ]);
+      });
+
+      it('pages after a key, both keys ascending, and with mixed directions', async () => {
+        expect(order(await collection.find({}, { sort: { created: 1, _id: 1 }, after: [2, 'b'] }))).toEqual(['c', 'e', 'd']);
+        expect(order(await collection.find({}, { sort: { created: -1, _id: 1 }, after: [2, 'c'] }))).toEqual(['e', 'a']);
       });
     });
 
-    it('deletes one document by id, and deleting a missing one is no error', async () => {
-      const collection = videos();
-      await collection.upsert(video('v1', 1));
-      await collection.upsert(video('v2', 2));
+    describe('projection writes', () => {
+      it('applies a write only when it is newer than the stored document', async () => {
+        const { name: collectionName, collection, write } = await videos();
+        await write([video('v1', 1, { note: 'at 5' })], 5);
+        await write([video('v1', 1, { note: 'at 3' })], 3);
+        await write([video('v1', 1, { note: 'at 5 again' })], 5);
+        expect((await collection.findOne({ _id: 'v1' }))?.note).toBe('at 5');
 
-      await collection.deleteOne('v1');
-      await collection.deleteOne('never-there');
+        await write([video('v1', 1, { note: 'at 7' })], 7);
+        expect((await collection.findOne({ _id: 'v1' }))?.note).toBe('at 7');
+        expect(await store.loadDocument(collectionName, 'v1')).toEqual({
+          json: JSON.stringify(video('v1', 1, { note: 'at 7' })),
+          position: 7,
+        });
+      });
 
-      expect(await collection.findOne({ _id: 'v1' })).toBeNull();
-      expect((await collection.find({})).map((d) => d._id)).toEqual(['v2']);
+      it('deletes only for a newer position, and loads nothing for a missing document', async () => {
+        const { name: collectionName, collection, write } = await videos();
+        await write([video('v1', 1), video('v2', 2)], 5);
+
+        await write([{ delete: 'v1' }], 4);
+        expect(await collection.findOne({ _id: 'v1' })).not.toBeNull();
+        await write([{ delete: 'v1' }, { delete: 'never-there' }], 6);
+
+        expect(await collection.findOne({ _id: 'v1' })).toBeNull();
+        expect(await store.loadDocument(collectionName, 'v1')).toBeNull();
+        expect((await collection.find({})).map((d) => d._id)).toEqual(['v2']);
+      });
+
+      it('shares no objects with callers', async () => {
+        const { collection, write } = await videos();
+        await write([video('v1', 1, { tags: ['a'] })]);
+
+        const one = await collection.findOne({ _id: 'v1' });
+        one!.tags.push('changed-after-findOne');
+        one!.owner.name = 'mallory';
+        const [many] = await collection.find({});
+        many!.org = 'changed-after-find';
+
+        expect(await collection.findOne({ _id: 'v1' })).toEqual(video('v1', 1, { tags: ['a'] }));
+      });
+
+      it('loads no checkpoint for an unknown projection, then the last one committed', async () => {
+        const projection = unique('projection');
+        expect(await store.loadCheckpoint(projection)).toBeUndefined();
+
+        await store.commit({ writes: [], checkpoints: { [projection]: 5, [unique('other')]: 9 } });
+        expect(await store.loadCheckpoint(projection)).toBe(5);
+
+        await store.commit({ writes: [], checkpoints: { [projection]: 7 } });
+        expect(await store.loadCheckpoint(projection)).toBe(7);
+      });
     });
 
-    it('shares no objects with callers', async () => {
-      const collection = videos();
-      const written = video('v1', 1, { tags: ['a'] });
-      await collection.upsert(written);
-      written.tags.push('changed-after-upsert');
+    describe('replaying events after a lost checkpoint', () => {
+      let events: EventStore;
+      let closeEvents: () => Promise<void>;
+      beforeEach(() => {
+        ({ store: events, close: closeEvents } = openSqliteStores(':memory:'));
+      });
+      afterEach(() => closeEvents());
 
-      const one = await collection.findOne({ _id: 'v1' });
-      one!.tags.push('changed-after-findOne');
-      one!.owner.name = 'mallory';
-      const [many] = await collection.find({});
-      many!.org = 'changed-after-find';
+      /** Balances kept by increments, and one ledger line per credit: what a replay would double. */
+      function accounts(collection: string, ledger: string, name: string): Projection {
+        return {
+          name,
+          canHandle: ['Credited'],
+          async handle(event, ctx) {
+            const { account, amount } = event.data as { account: string; amount: number };
+            const balances = ctx.collection<Document & { balance: number }>(collection);
+            const current = (await balances.get(account)) ?? { _id: account, balance: 0 };
+            current.balance += amount;
+            await balances.put(current);
+            await ctx.collection(ledger).put({ _id: event.id, account, amount, balance_after: current.balance });
+          },
+        };
+      }
 
-      expect(await collection.findOne({ _id: 'v1' })).toEqual(video('v1', 1, { tags: ['a'] }));
-    });
+      it('applies nothing twice', async () => {
+        const [balances, ledger, name] = [unique('balances'), unique('ledger'), unique('accounts')];
+        const collections = [
+          { name: balances, indexes: [] },
+          { name: ledger, indexes: [['account', 'balance_after']] },
+        ];
+        const credit = (amount: number) =>
+          events.appendToStream('account-a', [{ type: 'Credited', data: { account: 'a', amount } }], { expectedRevision: 'any' });
+        const run = async () => {
+          const runner = new ProjectionRunner(events, store, [accounts(balances, ledger, name)], { collections, onError: () => {} });
+          await runner.start();
+          return runner;
+        };
 
-    it('loads no checkpoint for an unknown projection, then the last one stored', async () => {
-      const projection = unique('projection');
-      expect(await store.loadCheckpoint(projection)).toBeUndefined();
+        await credit(10);
+        const second = await credit(20);
+        await credit(30);
+        const first = await run();
+        await first.stop();
+        expect(await store.collection(balances).findOne({ _id: 'a' })).toMatchObject({ balance: 60 });
 
-      await store.storeCheckpoint(projection, 5);
-      await store.storeCheckpoint(unique('other'), 9);
-      expect(await store.loadCheckpoint(projection)).toBe(5);
+        // As if the process died after the documents were written but before the checkpoint was.
+        await store.commit({ writes: [], checkpoints: { [name]: second.position - 1 } });
+        const last = await credit(40);
+        const replayed = await run();
+        await replayed.waitFor(last.position);
+        await replayed.stop();
 
-      await store.storeCheckpoint(projection, 7);
-      expect(await store.loadCheckpoint(projection)).toBe(7);
+        expect(await store.collection(balances).findOne({ _id: 'a' })).toMatchObject({ balance: 100 });
+        const lines = await store.collection(ledger).find({ account: 'a' }, { sort: { balance_after: 1 } });
+        expect(lines.map((l) => l.balance_after)).toEqual([10, 30, 60, 100]);
+        expect(await store.loadCheckpoint(name)).toBe(last.position);
+      });
     });
   });
 }

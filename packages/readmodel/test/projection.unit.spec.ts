@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SqliteEventStore } from '@oc/eventstore';
-import { MemoryReadModelStore } from '../src/memory';
 import type { Document } from '../src/port';
+import { SqliteReadModelStore } from '../src/sqlite';
 import { documentProjection, ProjectionRunner, type Projection } from '../src/projection';
 
 interface Cart extends Document {
@@ -35,8 +35,8 @@ function counter(name: string, canHandle = ['Counted']): Projection {
     canHandle,
     async handle(_event, ctx) {
       const totals = ctx.collection<Document & { count: number }>('totals');
-      const total = await totals.findOne({ _id: name });
-      await totals.upsert({ _id: name, count: (total?.count ?? 0) + 1 });
+      const total = await totals.get(name);
+      await totals.put({ _id: name, count: (total?.count ?? 0) + 1 });
     },
   };
 }
@@ -60,11 +60,16 @@ function newEventStore(): SqliteEventStore {
   return store;
 }
 
+const collections = [
+  { name: 'carts', indexes: [] },
+  { name: 'totals', indexes: [] },
+];
+
 function given(
   projections: Projection[],
-  { eventStore = newEventStore(), readModels = new MemoryReadModelStore(), onError = vi.fn() } = {},
+  { eventStore = newEventStore(), readModels = new SqliteReadModelStore({ filename: ':memory:' }), onError = vi.fn() } = {},
 ) {
-  const runner = new ProjectionRunner(eventStore, readModels, projections, { onError });
+  const runner = new ProjectionRunner(eventStore, readModels, projections, { collections, onError });
   runners.push(runner);
   const append = (type: string, data: unknown = {}) =>
     eventStore.appendToStream('stream-1', [{ type, data }], { expectedRevision: 'any' }).then((r) => r.position);
@@ -202,6 +207,7 @@ describe('ProjectionRunner', () => {
     await runner.start();
 
     const first = await append('Counted');
+    await runner.waitFor(first);
     await append('Boom');
     const last = await append('Counted');
 
@@ -210,6 +216,40 @@ describe('ProjectionRunner', () => {
     expect(runner.position).toBe(first);
     expect(await total('failing')).toBe(1);
     expect(await readModels.loadCheckpoint('failing')).toBe(first);
+  });
+
+  it("stores none of a failed batch's documents and does not move its checkpoint", async () => {
+    const failure = new Error('projection bug');
+    const failing: Projection = {
+      name: 'failing',
+      canHandle: ['Counted', 'Boom'],
+      async handle(event, ctx) {
+        if (event.type === 'Boom') throw failure;
+        await counter('failing').handle(event, ctx);
+      },
+    };
+    const { runner, readModels, append, total } = given([failing]);
+    await append('Counted');
+    await append('Boom');
+
+    await expect(runner.start()).rejects.toBe(failure);
+    expect(await total('failing')).toBe(0);
+    expect(await readModels.loadCheckpoint('failing')).toBeUndefined();
+  });
+
+  it('reads only the tail of the log when it starts again', async () => {
+    const { runner, eventStore, readModels, append } = given([counter('count')]);
+    for (let i = 0; i < 2_500; i++) await append(i % 2 === 0 ? 'Counted' : 'SomethingElse');
+    await runner.start();
+    await runner.stop();
+    const last = await append('SomethingElse');
+
+    const readAll = vi.spyOn(eventStore, 'readAll');
+    const restarted = given([counter('count')], { eventStore, readModels }).runner;
+    await restarted.start();
+
+    expect(readAll.mock.calls.map(([options]) => options.after)).toEqual([last - 1]);
+    expect(restarted.position).toBe(last);
   });
 
   it('rejects start when a projection fails while catching up, keeping its checkpoint before the failure', async () => {

@@ -6,7 +6,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { CheckpointStore, EventStore } from '@oc/eventstore';
 import { openEventStores } from '@oc/eventstore/open';
 import { ensureEventsStream, natsServerStrategy, NatsServiceClient, startOutboxRelay } from '@oc/messaging';
-import { MemoryReadModelStore, MongoReadModelStore, type ReadModelStore } from '@oc/readmodel';
+import { MongoReadModelStore, type ReadModelStore, SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger, type Logger, startTelemetry } from '@oc/telemetry';
 import type { DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -34,7 +34,7 @@ export interface ServiceInfrastructure {
 
 /**
  * Runs one service as its own process over NATS: telemetry, its event store (EventStoreDB or SQLite),
- * its read models (MongoDB or memory), the outbox relay that publishes every stored event to JetStream,
+ * its read models (MongoDB or SQLite), the outbox relay that publishes every stored event to JetStream,
  * and its Nest microservice in the service's queue group; SIGINT/SIGTERM close it all in order.
  */
 export async function runServiceProcess<S extends { module: DynamicModule; close(): Promise<void> }>(options: {
@@ -50,7 +50,7 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
   const stores = openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: join(config.DATA_DIR, 'events.sqlite') });
   const readModels = config.MONGO_URL
     ? await MongoReadModelStore.connect(config.MONGO_URL, `oc_${service}`)
-    : new MemoryReadModelStore();
+    : new SqliteReadModelStore({ filename: join(config.DATA_DIR, 'read-models.sqlite') });
   const client = new NatsServiceClient({ servers: config.NATS_URL });
   const nc = await client.connection();
   await ensureEventsStream(await jetstreamManager(nc));

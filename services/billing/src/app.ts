@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { broadcastNotifier } from './adapters/gateway-notifier';
 import { BillingService } from './application/billing';
 import { billingProjections } from './projections/billing-projections';
+import { billingCollections } from './projections/documents';
 import { BILLING_SERVICE, BillingController, LOGGER } from './transport/billing.controller';
 
 export interface BillingRuntime {
@@ -37,6 +38,7 @@ export class BillingModule {
 /** Builds the billing service and catches its read models up with the event store. */
 export async function createBilling(runtime: BillingRuntime) {
   const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, billingProjections, {
+    collections: billingCollections,
     onError: (err) => runtime.logger.error({ err }, 'billing projection stopped'),
   });
   await projections.start();

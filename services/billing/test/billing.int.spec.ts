@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { ManualClock, randomIds, Subjects, type Reply } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
 import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient, type ServiceClient } from '@oc/messaging';
-import { MemoryReadModelStore } from '@oc/readmodel';
+import { SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
 import { NestFactory } from '@nestjs/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,7 +15,7 @@ async function startBilling() {
   const client = new InProcessServiceClient(broker);
   const billing = await createBilling({
     eventStore: stores.store,
-    readModels: new MemoryReadModelStore(),
+    readModels: new SqliteReadModelStore({ filename: ':memory:' }),
     client,
     clock: new ManualClock(Date.UTC(2026, 10, 22)),
     ids: randomIds,

@@ -10,6 +10,7 @@ import { SimulatorProvider } from './adapters/simulator';
 import { gptTokenizer } from './adapters/tokenizer';
 import { type ChatPricing, ChatService } from './application/chat';
 import { chatProjections } from './projections/chat-projections';
+import { chatCollections } from './projections/documents';
 import { CHAT_SERVICE, ChatController, LOGGER, onCancelStream } from './transport/chat.controller';
 
 /** The upstream for live keys: the simulator, or any OpenAI-compatible endpoint. */
@@ -48,6 +49,7 @@ export class ChatModule {
 /** Builds the chat service and catches its read models up with the event store. */
 export async function createChat(runtime: ChatRuntime) {
   const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, chatProjections, {
+    collections: chatCollections,
     onError: (err) => runtime.logger.error({ err }, 'chat projection stopped'),
   });
   await projections.start();

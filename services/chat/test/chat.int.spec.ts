@@ -1,6 +1,6 @@
 import { ApiError, type ChatMessage, ManualClock, randomIds, type StreamFrame } from '@oc/contracts';
 import { CommandHandler, openSqliteStores } from '@oc/eventstore';
-import { MemoryReadModelStore, ProjectionRunner } from '@oc/readmodel';
+import { SqliteReadModelStore, ProjectionRunner } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SimulatorProvider } from '../src/adapters/simulator';
@@ -8,6 +8,7 @@ import { gptTokenizer } from '../src/adapters/tokenizer';
 import { ChatService } from '../src/application/chat';
 import type { ChatProvider, GenerationEvent, GenerationRequest } from '../src/application/ports';
 import { chatProjections } from '../src/projections/chat-projections';
+import { chatCollections } from '../src/projections/documents';
 
 /** An upstream that records what it was sent and plays back words, optionally waiting forever midway. */
 class ScriptedProvider implements ChatProvider {
@@ -40,8 +41,8 @@ describe('chat service', () => {
   let frames: StreamFrame[];
 
   const start = async (contextTokens = 128_000) => {
-    const readModels = new MemoryReadModelStore();
-    projections = new ProjectionRunner(stores.store, readModels, chatProjections);
+    const readModels = new SqliteReadModelStore({ filename: ':memory:' });
+    projections = new ProjectionRunner(stores.store, readModels, chatProjections, { collections: chatCollections });
     await projections.start();
     chat = new ChatService({
       eventStore: stores.store,

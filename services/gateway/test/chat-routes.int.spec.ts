@@ -5,7 +5,7 @@ import { createBilling } from '@oc/billing';
 import { type CreatedApiKey, ManualClock, randomIds, type StreamFrame, Subjects, unwrap } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
 import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
-import { MemoryReadModelStore } from '@oc/readmodel';
+import { SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
 import { NestFactory } from '@nestjs/core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -36,7 +36,7 @@ let script: (streamTo: string) => void = () => {};
 const chunk = (content: string) => ({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
 
 beforeAll(async () => {
-  const billing = await createBilling({ eventStore: stores.store, readModels: new MemoryReadModelStore(), client: services, clock, ids: randomIds, logger });
+  const billing = await createBilling({ eventStore: stores.store, readModels: new SqliteReadModelStore({ filename: ':memory:' }), client: services, clock, ids: randomIds, logger });
   const billingApp = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });
   await billingApp.listen();
   broker.respond(Subjects.chat.createChatCompletion, async (data) => {

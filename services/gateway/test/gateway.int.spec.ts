@@ -5,7 +5,7 @@ import { createBilling } from '@oc/billing';
 import { ManualClock, randomIds, Subjects, unwrap, type CreatedApiKey } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
 import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
-import { MemoryReadModelStore } from '@oc/readmodel';
+import { SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
 import { NestFactory } from '@nestjs/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,7 +26,7 @@ let closeAll: () => Promise<void>;
 let ready = true;
 
 beforeAll(async () => {
-  const billing = await createBilling({ eventStore: stores.store, readModels: new MemoryReadModelStore(), client: services, clock, ids: randomIds, logger });
+  const billing = await createBilling({ eventStore: stores.store, readModels: new SqliteReadModelStore({ filename: ':memory:' }), client: services, clock, ids: randomIds, logger });
   const billingApp = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });
   await billingApp.listen();
   const authenticator = new KeyAuthenticator(services, clock);

@@ -18,7 +18,7 @@ import {
 import { openSqliteStores } from '@oc/eventstore';
 import { createGateway, RateLimits } from '@oc/gateway';
 import { EventStoreEventBus, InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
-import { MemoryReadModelStore } from '@oc/readmodel';
+import { SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger, type Logger } from '@oc/telemetry';
 import { createVideo } from '@oc/video';
 import { createWebhook, resolveSecretKey, webhookSettings } from '@oc/webhook';
@@ -39,8 +39,8 @@ export interface StandaloneOptions {
 }
 
 /**
- * Every service in one process over the in-process transport, with the embedded adapters: SQLite
- * event store under DATA_DIR, in-memory read models rebuilt from it at start.
+ * Every service in one process over the in-process transport, with the embedded adapters: the SQLite
+ * event store and each service's SQLite read models under DATA_DIR.
  */
 export async function startStandalone(options: StandaloneOptions) {
   const { config } = options;
@@ -51,6 +51,14 @@ export async function startStandalone(options: StandaloneOptions) {
   const admin = await resolveAdminToken(config.DATA_DIR, config.ADMIN_TOKEN);
 
   const stores = openSqliteStores({ filename: join(config.DATA_DIR, 'events.sqlite'), clock });
+  await mkdir(join(config.DATA_DIR, 'read-models'), { recursive: true });
+  const readModelStores: SqliteReadModelStore[] = [];
+  /** Each service keeps its read models in a file of its own, as it would in a database of its own. */
+  const readModels = (service: string) => {
+    const store = new SqliteReadModelStore({ filename: join(config.DATA_DIR, 'read-models', `${service}.sqlite`) });
+    readModelStores.push(store);
+    return store;
+  };
   const broker = new InProcessBroker();
   const client = new InProcessServiceClient(broker);
   const services: { close(): Promise<void> }[] = [];
@@ -70,7 +78,7 @@ export async function startStandalone(options: StandaloneOptions) {
   await serve(
     await createBilling({
       eventStore: stores.store,
-      readModels: new MemoryReadModelStore(),
+      readModels: readModels('billing'),
       client,
       clock,
       ids,
@@ -81,7 +89,7 @@ export async function startStandalone(options: StandaloneOptions) {
   await serve(
     await createChat({
       eventStore: stores.store,
-      readModels: new MemoryReadModelStore(),
+      readModels: readModels('chat'),
       client,
       clock,
       ids,
@@ -108,7 +116,7 @@ export async function startStandalone(options: StandaloneOptions) {
   await serve(
     await createVideo({
       eventStore: stores.store,
-      readModels: new MemoryReadModelStore(),
+      readModels: readModels('video'),
       client,
       clock,
       ids,
@@ -123,7 +131,7 @@ export async function startStandalone(options: StandaloneOptions) {
   await serve(
     await createWebhook({
       eventStore: stores.store,
-      readModels: new MemoryReadModelStore(),
+      readModels: readModels('webhook'),
       // One shared log in this mode: the webhook service reads video events straight from it.
       bus: new EventStoreEventBus({ eventStores: { video: stores.store }, checkpoints: stores.checkpoints }),
       clock,
@@ -151,6 +159,7 @@ export async function startStandalone(options: StandaloneOptions) {
       for (const app of apps.reverse()) await app.close();
       for (const service of services.reverse()) await service.close();
       await stores.close();
+      for (const store of readModelStores) await store.close();
       redis?.disconnect();
     },
   };

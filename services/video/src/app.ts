@@ -16,6 +16,7 @@ import { type JobTimings, VideoJobs } from './application/jobs';
 import type { FileStore, Renderer, Scheduler, VideoProvider } from './application/ports';
 import { VideoService } from './application/videos';
 import type { VideoConfig } from './config';
+import { videoCollections } from './projections/documents';
 import { videoProjections } from './projections/video-projections';
 import { LOGGER, VIDEO_SERVICE, VideoController } from './transport/video.controller';
 
@@ -76,6 +77,7 @@ function objectStore(config: VideoConfig, dataDir: string): FileStore & { close?
 export async function createVideo(runtime: VideoRuntime) {
   const { config, clock, logger } = runtime;
   const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, videoProjections, {
+    collections: videoCollections,
     onError: (err) => logger.error({ err }, 'video projection stopped'),
   });
   await projections.start();

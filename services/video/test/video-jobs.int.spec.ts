@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fail, ManualClock, ok, randomIds, type Reply, serviceUnavailable, Subjects, type Video } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
-import { MemoryReadModelStore } from '@oc/readmodel';
+import { SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FfmpegRenderer } from '../src/adapters/ffmpeg-renderer';
@@ -87,7 +87,7 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     const scheduler = new ClockScheduler(clock, () => undefined, 3_600_000);
     const video = await createVideo({
       eventStore: stores.store,
-      readModels: new MemoryReadModelStore(),
+      readModels: new SqliteReadModelStore({ filename: ':memory:' }),
       client: billing as unknown as ServiceClient,
       clock,
       ids: randomIds,

@@ -9,6 +9,7 @@ import { SecretBox } from './adapters/secret-box';
 import { Deliveries, type DeliveryPolicy } from './application/deliveries';
 import { systemTimers, type Timers } from './application/scheduler';
 import { type RegistrationPolicy, WebhookService } from './application/webhooks';
+import { webhookCollections } from './projections/documents';
 import { webhookProjections } from './projections/webhook-projections';
 import { LOGGER, WEBHOOK_SERVICE, WebhookController } from './transport/webhook.controller';
 
@@ -67,6 +68,7 @@ export class WebhookModule {
 export async function createWebhook(runtime: WebhookRuntime) {
   const { settings, logger } = runtime;
   const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, webhookProjections, {
+    collections: webhookCollections,
     onError: (err) => logger.error({ err }, 'webhook projection stopped'),
   });
   await projections.start();

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { ManualClock, type VideoEventData, type VideoNotificationType } from '@oc/contracts';
 import { type EventStore, openSqliteStores, type StoredEvent } from '@oc/eventstore';
 import { EventStoreEventBus } from '@oc/messaging';
-import { MemoryReadModelStore } from '@oc/readmodel';
+import { SqliteReadModelStore } from '@oc/readmodel';
 import { pino, type Logger } from 'pino';
 import { generate } from 'selfsigned';
 import Stripe from 'stripe';
@@ -188,7 +188,7 @@ export async function startInProcess(settings: WebhookSettings, options: { logge
   const start = () =>
     createWebhook({
       eventStore: stores.store,
-      readModels: new MemoryReadModelStore(),
+      readModels: new SqliteReadModelStore({ filename: ':memory:' }),
       bus: new EventStoreEventBus({ eventStores: { video: stores.store }, checkpoints: stores.checkpoints }),
       clock,
       ids: { next: (prefix) => `${prefix}${++seq}${Math.random().toString(36).slice(2, 8)}` },

@@ -13,7 +13,7 @@ export const accountsProjection: Projection = {
     const event = stored as Stored;
     const orgs = ctx.collection<OrganizationDoc>(Collections.organizations);
     if (event.type === 'OrganizationCreated') {
-      await orgs.upsert({
+      await orgs.put({
         _id: event.data.org_id,
         name: event.data.name,
         tier: event.data.tier,
@@ -23,7 +23,7 @@ export const accountsProjection: Projection = {
       });
       return;
     }
-    const org = await orgs.findOne({ _id: (event.data as { org_id: string }).org_id });
+    const org = await orgs.get((event.data as { org_id: string }).org_id);
     if (!org) return;
     let entry: Pick<LedgerEntryDoc, 'type' | 'amount_micros' | 'charged_micros' | 'description' | 'reference'> | undefined;
     switch (event.type) {
@@ -66,9 +66,9 @@ export const accountsProjection: Projection = {
         };
         break;
     }
-    await orgs.upsert(org);
+    await orgs.put(org);
     if (entry) {
-      await ctx.collection<LedgerEntryDoc>(Collections.ledger).upsert({
+      await ctx.collection<LedgerEntryDoc>(Collections.ledger).put({
         _id: `le_${stored.id}`,
         org_id: org._id,
         ...entry,

@@ -1,4 +1,5 @@
 import type { Scope, Tier } from '@oc/contracts';
+import type { CollectionSpec } from '@oc/readmodel';
 
 export interface OrganizationDoc {
   _id: string;
@@ -47,3 +48,10 @@ export const Collections = {
   ledger: 'billing_ledger_entries',
   apiKeys: 'billing_api_keys',
 } as const;
+
+/** Each index serves one query of `application/billing.ts` (organizations newest first, an organization's ledger and keys, a key by its hash). */
+export const billingCollections: CollectionSpec[] = [
+  { name: Collections.organizations, indexes: [['created']] },
+  { name: Collections.ledger, indexes: [['org_id', 'position']] },
+  { name: Collections.apiKeys, indexes: [['key_hash'], ['org_id', 'created']] },
+];

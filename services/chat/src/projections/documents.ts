@@ -1,4 +1,5 @@
 import type { StoredChatMessage } from '@oc/contracts';
+import type { CollectionSpec } from '@oc/readmodel';
 
 export const ChatCollections = { sessions: 'chat_sessions' } as const;
 
@@ -9,3 +10,6 @@ export interface ChatSessionDoc {
   messages: StoredChatMessage[];
   [key: string]: unknown;
 }
+
+/** An organization's sessions, newest first. */
+export const chatCollections: CollectionSpec[] = [{ name: ChatCollections.sessions, indexes: [['org_id', 'created_at']] }];

@@ -1,4 +1,5 @@
 import type { VideoFailureCode, VideoModel, VideoSeconds, VideoSize } from '@oc/contracts';
+import type { CollectionSpec } from '@oc/readmodel';
 import type { VideoPhase } from '../domain/video';
 
 export interface VideoDoc {
@@ -33,3 +34,8 @@ export interface VideoDoc {
 export const Collections = {
   videos: 'video_videos',
 } as const;
+
+/** An organization's videos newest first, the latest video under an idempotency key, and the unfinished ones at start. */
+export const videoCollections: CollectionSpec[] = [
+  { name: Collections.videos, indexes: [['org_id', 'queued_at'], ['org_id', 'idempotency_key', 'queued_at'], ['open']] },
+];

@@ -128,7 +128,7 @@ export class Deliveries {
     };
     const webhooks = await this.deps.readModels
       .collection<WebhookDoc>(Collections.webhooks)
-      .find({ org_id: parsed.data.org_id, is_active: true, events: envelope.type });
+      .find({ org_id: parsed.data.org_id, is_active: true, events: { $elemMatch: { $eq: envelope.type } } });
     for (const webhook of webhooks) await this.schedule(webhook._id, webhook.org_id, envelope);
   }
 

@@ -1,4 +1,5 @@
 import type { WebhookEventType } from '@oc/contracts';
+import type { CollectionSpec } from '@oc/readmodel';
 import type { DeliveryStatus } from '../domain/delivery';
 
 export interface WebhookDoc {
@@ -54,3 +55,13 @@ export const Collections = {
   deliveries: 'webhook_deliveries',
   attempts: 'webhook_delivery_attempts',
 } as const;
+
+/**
+ * An organization's webhooks; pending deliveries by due time (resumed at start); a webhook's failed
+ * deliveries since a time (recover); a webhook's attempts, newest first (the delivery log).
+ */
+export const webhookCollections: CollectionSpec[] = [
+  { name: Collections.webhooks, indexes: [['org_id', 'created']] },
+  { name: Collections.deliveries, indexes: [['status', 'next_attempt_at'], ['webhook_id', 'status', 'created']] },
+  { name: Collections.attempts, indexes: [['webhook_id', 'position']] },
+];

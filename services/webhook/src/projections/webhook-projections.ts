@@ -68,7 +68,7 @@ export const deliveriesProjection: Projection = {
     const event = stored as Stored;
     const deliveries = ctx.collection<DeliveryDoc>(Collections.deliveries);
     if (event.type === 'DeliveryScheduled') {
-      await deliveries.upsert({
+      await deliveries.put({
         _id: event.data.delivery_id,
         webhook_id: event.data.webhook_id,
         org_id: event.data.org_id,
@@ -81,14 +81,14 @@ export const deliveriesProjection: Projection = {
       });
       return;
     }
-    const delivery = await deliveries.findOne({ _id: (event.data as { delivery_id: string }).delivery_id });
+    const delivery = await deliveries.get((event.data as { delivery_id: string }).delivery_id);
     if (!delivery) return;
     switch (event.type) {
       case 'DeliveryAttempted': {
         const d = event.data;
         const status = d.success ? 'succeeded' : d.next_attempt_at === null ? 'failed' : 'pending';
-        await deliveries.upsert({ ...delivery, status, attempts: d.attempt, next_attempt_at: d.next_attempt_at });
-        await ctx.collection<AttemptDoc>(Collections.attempts).upsert({
+        await deliveries.put({ ...delivery, status, attempts: d.attempt, next_attempt_at: d.next_attempt_at });
+        await ctx.collection<AttemptDoc>(Collections.attempts).put({
           _id: `${d.delivery_id}.${d.attempt}`,
           webhook_id: d.webhook_id,
           org_id: d.org_id,
@@ -108,10 +108,10 @@ export const deliveriesProjection: Projection = {
         return;
       }
       case 'DeliveryAbandoned':
-        await deliveries.upsert({ ...delivery, status: 'failed', next_attempt_at: null });
+        await deliveries.put({ ...delivery, status: 'failed', next_attempt_at: null });
         return;
       case 'DeliveryRequeued':
-        await deliveries.upsert({ ...delivery, status: 'pending', next_attempt_at: event.data.next_attempt_at });
+        await deliveries.put({ ...delivery, status: 'pending', next_attempt_at: event.data.next_attempt_at });
         return;
       default:
         return;
