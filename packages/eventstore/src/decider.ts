@@ -51,8 +51,9 @@ export interface HandleResult<State, Event> {
 /**
  * Load, decide, append with optimistic concurrency. Commands on one stream run one at a time in this
  * process; a conflict with another process is retried a bounded number of times with backoff.
- * The state of recently used streams is kept, so a command reads only the events appended since the
- * last one: long streams (an account's reservations) cost the same per command as short ones.
+ * The state of recently used streams is kept and trusted: a command on a known stream reads nothing, and
+ * only a conflict (another writer appended meanwhile) makes it read the events appended since. So long
+ * streams (an account's reservations) cost the same per command as short ones.
  */
 export class CommandHandler {
   private readonly mutex = new KeyedMutex();
@@ -72,7 +73,7 @@ export class CommandHandler {
     return this.mutex.run(streamName, async () => {
       const maxAttempts = this.options.maxAttempts ?? 5;
       for (let attempt = 1; ; attempt++) {
-        const { state, revision } = await this.load(streamName, decider);
+        const { state, revision } = await this.load(streamName, decider, attempt > 1);
         const events = decider.decide(command, state);
         if (events.length === 0) return { state, events };
         const toAppend: NewEvent[] = events.map((e) => ({
@@ -94,11 +95,14 @@ export class CommandHandler {
     });
   }
 
+  /** The cached state, or (when there is none, or after a conflict) the stream read since the cached revision. */
   private async load<State, Event extends DomainEvent>(
     streamName: string,
     decider: Decider<State, never, Event>,
+    refresh: boolean,
   ): Promise<{ state: State; revision: number | 'no_stream' }> {
     const cached = this.states.get(streamName);
+    if (cached?.decider === decider && !refresh) return { state: cached.state as State, revision: cached.revision };
     let state = cached?.decider === decider ? (cached.state as State) : decider.initialState();
     let revision = cached?.decider === decider ? cached.revision : 'no_stream';
     const newer = await this.store.readStream(streamName, { fromRevision: revision === 'no_stream' ? 0 : revision + 1 });

@@ -121,10 +121,11 @@ export class SqliteEventStore implements EventStore {
     const lastRevision = this.db
       .prepare<[string], number | null>('SELECT MAX(revision) FROM events WHERE stream = ?')
       .pluck();
-    const insert = this.db.prepare<[string, string, number, string, string, string, number], EventRow>(
-      `INSERT INTO events (id, stream, revision, type, data, metadata, created) VALUES (?, ?, ?, ?, ?, ?, ?)
-       RETURNING position, id, stream, revision, type, data, metadata, created`,
-    );
+    const insert = this.db
+      .prepare<[string, string, number, string, string, string, number], number>(
+        'INSERT INTO events (id, stream, revision, type, data, metadata, created) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING position',
+      )
+      .pluck();
     const transaction = this.db.transaction((batch: PendingAppend[], created: number) => {
       const outcomes: Array<AppendResult | Error> = [];
       const rows: EventRow[] = [];
@@ -140,9 +141,8 @@ export class SqliteEventStore implements EventStore {
         let position = 0;
         for (const row of append.rows) {
           revision += 1;
-          const stored = insert.get(row.id, append.streamName, revision, row.type, row.data, row.metadata, created)!;
-          rows.push(stored);
-          position = stored.position;
+          position = insert.get(row.id, append.streamName, revision, row.type, row.data, row.metadata, created)!;
+          rows.push({ ...row, stream: append.streamName, revision, position, created });
         }
         outcomes.push({ nextExpectedRevision: revision, position });
       }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { aggregateStream, CommandHandler, KeyedMutex, type Decider } from '../src/decider';
 import { WrongExpectedRevisionError, type EventStore } from '../src/port';
 import { SqliteEventStore } from '../src/sqlite';
@@ -86,6 +86,16 @@ describe('CommandHandler', () => {
 
     expect(repeat).toEqual({ state: { value: 3 }, events: [] });
     expect(await store.readStream('counter-1')).toHaveLength(1);
+  });
+
+  it('reads a stream once and then decides on the state it keeps', async () => {
+    const handler = new CommandHandler(store);
+    const readStream = vi.spyOn(store, 'readStream');
+
+    for (let i = 0; i < 5; i++) await handler.handle('counter-1', counter, { type: 'Increment', max: 10 });
+
+    expect(readStream).toHaveBeenCalledTimes(1);
+    expect((await aggregateStream(store, 'counter-1', counter)).state).toEqual({ value: 5 });
   });
 
   it('stamps the given event ids and metadata on appended events', async () => {

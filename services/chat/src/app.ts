@@ -9,6 +9,7 @@ import { OpenAiCompatibleProvider } from './adapters/openai-compatible';
 import { SimulatorProvider } from './adapters/simulator';
 import { gptTokenizer } from './adapters/tokenizer';
 import { type ChatPricing, ChatService } from './application/chat';
+import type { ChatProvider } from './application/ports';
 import { chatProjections } from './projections/chat-projections';
 import { chatCollections } from './projections/documents';
 import { CHAT_SERVICE, ChatController, LOGGER, onCancelStream } from './transport/chat.controller';
@@ -54,12 +55,13 @@ export async function createChat(runtime: ChatRuntime) {
   });
   await projections.start();
   const simulator = new SimulatorProvider({ tokenizer: gptTokenizer, wordDelayMs: runtime.simulatorWordDelayMs });
+  const provider: ChatProvider = runtime.upstream.kind === 'openai' ? new OpenAiCompatibleProvider(runtime.upstream) : simulator;
   const service = new ChatService({
     eventStore: runtime.eventStore,
     commands: new CommandHandler(runtime.eventStore),
     readModels: runtime.readModels,
     projections,
-    provider: runtime.upstream.kind === 'openai' ? new OpenAiCompatibleProvider(runtime.upstream) : simulator,
+    provider,
     simulator,
     tokenizer: gptTokenizer,
     funds: billingFunds(runtime.client),
@@ -76,6 +78,7 @@ export async function createChat(runtime: ChatRuntime) {
     async close() {
       await cancels.stop();
       await service.close();
+      await provider.close?.();
       await projections.stop();
     },
   };

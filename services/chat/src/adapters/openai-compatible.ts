@@ -1,5 +1,6 @@
 import { ApiError, type FinishReason, type Usage } from '@oc/contracts';
-import { EventSourceParserStream } from 'eventsource-parser/stream';
+import { createParser } from 'eventsource-parser';
+import { Agent, errors, request as undiciRequest } from 'undici';
 import type { ChatProvider, GenerationEvent, GenerationRequest } from '../application/ports';
 
 export interface OpenAiCompatibleOptions {
@@ -24,21 +25,22 @@ const upstreamFailed = (message: string) =>
 /**
  * Any OpenAI-compatible Chat Completions endpoint. Always asks for a stream (with usage, through
  * `stream_options.include_usage`) and relays it chunk by chunk, so both of our modes share one path.
+ * undici's `request` on a keep-alive pool rather than `fetch`: no WHATWG streams on the hot path, and
+ * the idle timeouts (until the headers, then between body chunks) are the client's own.
  */
 export class OpenAiCompatibleProvider implements ChatProvider {
-  constructor(private readonly options: OpenAiCompatibleOptions) {}
+  private readonly url: string;
+  private readonly pool = new Agent({ keepAliveTimeout: 30_000 });
+
+  constructor(private readonly options: OpenAiCompatibleOptions) {
+    this.url = `${options.baseUrl.replace(/\/+$/, '')}/chat/completions`;
+  }
 
   async *generate(request: GenerationRequest, signal: AbortSignal): AsyncIterable<GenerationEvent> {
-    const idle = new AbortController();
-    let timer = setTimeout(() => idle.abort(), this.options.timeoutMs);
-    const refresh = () => {
-      clearTimeout(timer);
-      timer = setTimeout(() => idle.abort(), this.options.timeoutMs);
-    };
-    const combined = AbortSignal.any([signal, idle.signal]);
     try {
-      const response = await fetch(`${this.options.baseUrl.replace(/\/+$/, '')}/chat/completions`, {
+      const response = await undiciRequest(this.url, {
         method: 'POST',
+        dispatcher: this.pool,
         headers: {
           'content-type': 'application/json',
           accept: 'text/event-stream',
@@ -53,24 +55,33 @@ export class OpenAiCompatibleProvider implements ChatProvider {
           stream: true,
           stream_options: { include_usage: true },
         }),
-        signal: combined,
+        signal,
+        headersTimeout: this.options.timeoutMs,
+        bodyTimeout: this.options.timeoutMs,
       });
-      if (!response.ok || !response.body) {
-        const text = await response.text().catch(() => '');
-        throw upstreamFailed(`The upstream model answered ${response.status}: ${text.slice(0, 200)}`);
+      if (response.statusCode >= 300) {
+        const text = await response.body.text().catch(() => '');
+        throw upstreamFailed(`The upstream model answered ${response.statusCode}: ${text.slice(0, 200)}`);
       }
       let finishReason: FinishReason = 'stop';
       let usage: Usage | undefined;
-      const events = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
-      for await (const event of events) {
-        refresh();
-        if (event.data === '[DONE]') break;
-        const chunk = JSON.parse(event.data) as UpstreamChunk;
-        if (chunk.error) throw upstreamFailed(`The upstream model failed: ${chunk.error.message ?? 'unknown error'}`);
-        const choice = chunk.choices?.[0];
-        if (choice?.delta?.content) yield { type: 'content', text: choice.delta.content };
-        if (choice?.finish_reason) finishReason = choice.finish_reason === 'length' ? 'length' : 'stop';
-        if (chunk.usage) usage = toUsage(chunk.usage);
+      const data: string[] = [];
+      const parser = createParser({ onEvent: (event) => void data.push(event.data) });
+      const decoder = new TextDecoder();
+      let done = false;
+      // Read to the end even after [DONE]: a body left unread would cost the pooled connection.
+      for await (const bytes of response.body) {
+        if (done) continue;
+        parser.feed(decoder.decode(bytes as Buffer, { stream: true }));
+        for (const payload of data.splice(0)) {
+          if (done || (done = payload === '[DONE]')) continue;
+          const chunk = JSON.parse(payload) as UpstreamChunk;
+          if (chunk.error) throw upstreamFailed(`The upstream model failed: ${chunk.error.message ?? 'unknown error'}`);
+          const choice = chunk.choices?.[0];
+          if (choice?.delta?.content) yield { type: 'content', text: choice.delta.content };
+          if (choice?.finish_reason) finishReason = choice.finish_reason === 'length' ? 'length' : 'stop';
+          if (chunk.usage) usage = toUsage(chunk.usage);
+        }
       }
       if (signal.aborted) return;
       yield { type: 'finish', finishReason, ...(usage ? { usage } : {}) };
@@ -78,11 +89,15 @@ export class OpenAiCompatibleProvider implements ChatProvider {
       if (signal.aborted) return;
       if (error instanceof ApiError) throw error;
       throw upstreamFailed(
-        idle.signal.aborted ? `The upstream model did not answer within ${this.options.timeoutMs} ms.` : 'The upstream model could not be reached.',
+        error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError
+          ? `The upstream model did not answer within ${this.options.timeoutMs} ms.`
+          : 'The upstream model could not be reached.',
       );
-    } finally {
-      clearTimeout(timer);
     }
+  }
+
+  close(): Promise<void> {
+    return this.pool.close();
   }
 }
 

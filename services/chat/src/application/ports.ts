@@ -17,6 +17,8 @@ export type GenerationEvent =
 /** An upstream model. Aborting `signal` stops the call; the iteration then ends early or throws. */
 export interface ChatProvider {
   generate(request: GenerationRequest, signal: AbortSignal): AsyncIterable<GenerationEvent>;
+  /** Releases pooled connections, if the provider keeps any. */
+  close?(): Promise<void>;
 }
 
 export interface Tokenizer extends ConversationCounter {

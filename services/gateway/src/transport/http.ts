@@ -51,6 +51,8 @@ export function createGatewayApp(deps: GatewayDeps) {
   const adminHash = createHash('sha256').update(deps.adminToken).digest();
   const app = express();
   app.disable('x-powered-by');
+  // An API answer is never revalidated, and hashing every body for an ETag costs on each response.
+  app.set('etag', false);
   app.set('trust proxy', false);
   app.set('query parser', 'simple');
 
