@@ -4,9 +4,5 @@ export { natsServerStrategy, NatsServiceClient, type NatsConnectOptions } from '
 export { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from './in-process';
 export { exponentialBackoff, type EventErrorHandler, type RetryDelay } from './retry';
 export { ensureEventsStream, startOutboxRelay, type OutboxRelayOptions } from './outbox-relay';
-export {
-  EventStoreEventBus,
-  JetStreamEventBus,
-  type EventStoreEventBusOptions,
-  type JetStreamEventBusOptions,
-} from './event-bus';
+export { EventStoreEventBus, type EventStoreEventBusOptions } from './eventstore-bus';
+export { JetStreamEventBus, type JetStreamEventBusOptions } from './jetstream-bus';

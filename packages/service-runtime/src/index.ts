@@ -44,7 +44,7 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
   create(infrastructure: ServiceInfrastructure): Promise<S>;
 }): Promise<void> {
   const { service, config } = options;
-  const telemetry = startTelemetry({ serviceName: `oc-${service}`, version: options.version });
+  const telemetry = await startTelemetry({ serviceName: `oc-${service}`, version: options.version });
   const logger = createLogger({ service, level: config.LOG_LEVEL });
   await mkdir(config.DATA_DIR, { recursive: true });
   const stores = openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: join(config.DATA_DIR, 'events.sqlite') });

@@ -1,5 +1,3 @@
-import { NodeSDK, resources } from '@opentelemetry/sdk-node';
-
 export interface Telemetry {
   shutdown(): Promise<void>;
 }
@@ -11,10 +9,12 @@ export interface TelemetryOptions {
 
 /**
  * Starts the OpenTelemetry SDK only when an OTLP endpoint is configured, so local runs and tests
- * export nothing. Exporters, protocol and sampling come from the standard OTEL_* variables.
+ * export nothing, and do not spend start-up time loading it. Exporters, protocol and sampling come
+ * from the standard OTEL_* variables.
  */
-export function startTelemetry({ serviceName, version }: TelemetryOptions): Telemetry {
+export async function startTelemetry({ serviceName, version }: TelemetryOptions): Promise<Telemetry> {
   if (!process.env.OTEL_EXPORTER_OTLP_ENDPOINT) return { shutdown: async () => {} };
+  const { NodeSDK, resources } = await import('@opentelemetry/sdk-node');
   const sdk = new NodeSDK({
     serviceName,
     resource: resources.defaultResource().merge(resources.resourceFromAttributes({ 'service.version': version })),

@@ -27,14 +27,14 @@ describe('startTelemetry', () => {
   afterAll(() => new Promise<void>((resolve) => collector.close(() => resolve())));
 
   it('is a no-op without OTEL_EXPORTER_OTLP_ENDPOINT', async () => {
-    const telemetry = startTelemetry({ serviceName: 'billing', version: '1.2.3' });
+    const telemetry = await startTelemetry({ serviceName: 'billing', version: '1.2.3' });
     expect(trace.getTracer('oc').startSpan('nothing').isRecording()).toBe(false);
     await telemetry.shutdown();
   });
 
   it('exports spans to the OTLP endpoint with the service name and version, flushed on shutdown', async () => {
     process.env.OTEL_EXPORTER_OTLP_ENDPOINT = endpoint;
-    const telemetry = startTelemetry({ serviceName: 'billing-it', version: '9.8.7' });
+    const telemetry = await startTelemetry({ serviceName: 'billing-it', version: '9.8.7' });
     await withSpan('billing.add_credits', { 'oc.org_id': 'org_42' }, () => undefined);
     await telemetry.shutdown();
 

@@ -20,7 +20,7 @@ const config = z
   })
   .parse(process.env);
 
-const telemetry = startTelemetry({ serviceName: 'oc-gateway', version: pkg.version });
+const telemetry = await startTelemetry({ serviceName: 'oc-gateway', version: pkg.version });
 const logger = createLogger({ service: 'gateway', level: config.LOG_LEVEL });
 const services = new NatsServiceClient({ servers: config.NATS_URL });
 const redis = config.REDIS_URL ? new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;

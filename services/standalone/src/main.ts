@@ -4,7 +4,7 @@ import { startStandalone } from './standalone';
 import { version } from './version';
 
 const config = loadStandaloneConfig();
-const telemetry = startTelemetry({ serviceName: 'oc-standalone', version });
+const telemetry = await startTelemetry({ serviceName: 'oc-standalone', version });
 const app = await startStandalone({ config, demo: true });
 
 const lines = [

@@ -24,7 +24,6 @@ import { createVideo } from '@oc/video';
 import { createWebhook, resolveSecretKey, webhookSettings } from '@oc/webhook';
 import type { DynamicModule, INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { Redis } from 'ioredis';
 import { resolveAdminToken } from './admin-token';
 import type { StandaloneConfig } from './config';
 import { version } from './version';
@@ -98,7 +97,10 @@ export async function startStandalone(options: StandaloneOptions) {
     }),
   );
 
-  const redis = config.REDIS_URL ? new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
+  // Loaded only when configured, like every optional adapter: a standalone start should not pay for it.
+  const redis = config.REDIS_URL
+    ? new (await import('ioredis')).Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
+    : undefined;
   const gateway = await createGateway({
     services: client,
     limits: redis ? RateLimits.redis(redis) : RateLimits.inMemory(),

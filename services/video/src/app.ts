@@ -9,7 +9,6 @@ import { billingOver } from './adapters/billing-client';
 import { FfmpegRenderer } from './adapters/ffmpeg-renderer';
 import { LocalFileStore } from './adapters/local-file-store';
 import { OpenAiVideoProvider } from './adapters/openai-provider';
-import { S3FileStore } from './adapters/s3-file-store';
 import { ClockScheduler } from './adapters/scheduler';
 import { SimulatedProvider } from './adapters/simulator';
 import { type JobTimings, VideoJobs } from './application/jobs';
@@ -61,8 +60,10 @@ function liveProvider(config: VideoConfig, simulator: VideoProvider): VideoProvi
   });
 }
 
-function objectStore(config: VideoConfig, dataDir: string): FileStore & { close?(): void } {
+/** The S3 client is loaded only when a bucket is configured: it is large, and costs start-up time. */
+async function objectStore(config: VideoConfig, dataDir: string): Promise<FileStore & { close?(): void }> {
   if (!config.VIDEO_S3_BUCKET) return new LocalFileStore(join(dataDir, 'objects'));
+  const { S3FileStore } = await import('./adapters/s3-file-store');
   const { VIDEO_S3_ACCESS_KEY_ID: accessKeyId, VIDEO_S3_SECRET_ACCESS_KEY: secretAccessKey } = config;
   return new S3FileStore({
     bucket: config.VIDEO_S3_BUCKET,
@@ -89,7 +90,7 @@ export async function createVideo(runtime: VideoRuntime) {
   });
   const scheduler = runtime.scheduler ?? new ClockScheduler(clock, (err, key) => logger.error({ err, key }, 'video task failed'));
   const temporary: FileStore = new LocalFileStore(join(runtime.dataDir, 'upstream'));
-  const permanent = objectStore(config, runtime.dataDir);
+  const permanent = await objectStore(config, runtime.dataDir);
   const commands = new CommandHandler(runtime.eventStore);
   const billing = billingOver(runtime.client);
   const timings: JobTimings = {

@@ -1,0 +1,4 @@
+import { defineConfig } from 'tsup';
+import { runnable } from '../../tsup.shared';
+
+export default defineConfig(runnable({ main: 'src/main.ts' }));
