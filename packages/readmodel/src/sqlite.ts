@@ -87,6 +87,7 @@ export class SqliteReadModelStore implements ReadModelStore {
   readonly db: Database.Database;
   private readonly assertIndexed: boolean;
   private readonly statements = new Map<string, Database.Statement>();
+  private readonly checkedPlans: Array<{ sql: string; plan: string[] }> = [];
   private readonly declared = new Set<string>();
   private readonly commitTransaction: (commit: ProjectionCommit) => void;
 
@@ -223,13 +224,19 @@ export class SqliteReadModelStore implements ReadModelStore {
     return statement;
   }
 
-  /** A read statement; its plan is checked the first time it is prepared. */
+  /** Every read statement prepared so far, with its query plan. */
+  get plans(): ReadonlyArray<{ sql: string; plan: string[] }> {
+    return this.checkedPlans;
+  }
+
+  /** A read statement; its plan is looked at once, when it is first prepared. */
   private query(sql: string): Database.Statement {
-    if (this.assertIndexed && !this.statements.has(sql)) {
+    if (!this.statements.has(sql)) {
       const plan = (this.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...placeholders(sql)) as Array<{ detail: string }>).map(
         (row) => row.detail,
       );
-      if (!servedByIndex(plan, / LIMIT \?$/.test(sql))) throw new UnindexedQueryError(sql, plan);
+      if (this.assertIndexed && !servedByIndex(plan, / LIMIT \?$/.test(sql))) throw new UnindexedQueryError(sql, plan);
+      this.checkedPlans.push({ sql, plan });
     }
     return this.statement(sql);
   }

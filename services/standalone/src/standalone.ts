@@ -51,13 +51,10 @@ export async function startStandalone(options: StandaloneOptions) {
 
   const stores = openSqliteStores({ filename: join(config.DATA_DIR, 'events.sqlite'), clock });
   await mkdir(join(config.DATA_DIR, 'read-models'), { recursive: true });
-  const readModelStores: SqliteReadModelStore[] = [];
+  const readModelStores: Record<string, SqliteReadModelStore> = {};
   /** Each service keeps its read models in a file of its own, as it would in a database of its own. */
-  const readModels = (service: string) => {
-    const store = new SqliteReadModelStore({ filename: join(config.DATA_DIR, 'read-models', `${service}.sqlite`) });
-    readModelStores.push(store);
-    return store;
-  };
+  const readModels = (service: string) =>
+    (readModelStores[service] = new SqliteReadModelStore({ filename: join(config.DATA_DIR, 'read-models', `${service}.sqlite`) }));
   const broker = new InProcessBroker();
   const client = new InProcessServiceClient(broker);
   const services: { close(): Promise<void> }[] = [];
@@ -154,6 +151,7 @@ export async function startStandalone(options: StandaloneOptions) {
     demo,
     gateway,
     services: client,
+    readModels: readModelStores,
     async close() {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
@@ -161,7 +159,7 @@ export async function startStandalone(options: StandaloneOptions) {
       for (const app of apps.reverse()) await app.close();
       for (const service of services.reverse()) await service.close();
       await stores.close();
-      for (const store of readModelStores) await store.close();
+      for (const store of Object.values(readModelStores)) await store.close();
       redis?.disconnect();
     },
   };
