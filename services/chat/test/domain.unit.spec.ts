@@ -41,13 +41,15 @@ describe('context trimming', () => {
   it('keeps a conversation that fits', () => {
     const messages = [m('system', 'sys'), m('user', 'hello')];
     expect(conversationTokens(messages, counter)).toBe(12);
-    expect(trimToContext(messages, 13, counter)).toEqual(messages);
+    expect(trimToContext(messages, 13, counter)).toEqual({ messages, tokens: 12 });
   });
 
   it('drops the oldest non-system messages first, keeping system messages and the newest one', () => {
     const messages = [m('system', 'sys'), m('user', 'aaaaaaaaa'), m('assistant', 'bbbbbbbbb'), m('system', 'more'), m('user', 'ccc')];
-    expect(trimToContext(messages, 30, counter)).toEqual([m('system', 'sys'), m('assistant', 'bbbbbbbbb'), m('system', 'more'), m('user', 'ccc')]);
-    expect(trimToContext(messages, 20, counter)).toEqual([m('system', 'sys'), m('system', 'more'), m('user', 'ccc')]);
+    const kept = [m('system', 'sys'), m('assistant', 'bbbbbbbbb'), m('system', 'more'), m('user', 'ccc')];
+    expect(trimToContext(messages, 30, counter)).toEqual({ messages: kept, tokens: conversationTokens(kept, counter) });
+    const fewer = [m('system', 'sys'), m('system', 'more'), m('user', 'ccc')];
+    expect(trimToContext(messages, 20, counter)).toEqual({ messages: fewer, tokens: conversationTokens(fewer, counter) });
   });
 
   it('refuses with 400 context_length_exceeded when even the newest message does not fit', () => {

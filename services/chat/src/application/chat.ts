@@ -102,7 +102,14 @@ export class ChatService {
       this.deps.pricing.contextTokens,
       this.deps.tokenizer,
     );
-    const job = await this.reserve(this.deps.ids.next('chatcmpl_'), now, m, [conversation], m.max_tokens ?? this.deps.pricing.defaultMaxTokens, 'Chat completion');
+    const job = await this.reserve(
+      this.deps.ids.next('chatcmpl_'),
+      now,
+      m,
+      [{ messages: conversation.messages, promptTokens: conversation.tokens }],
+      m.max_tokens ?? this.deps.pricing.defaultMaxTokens,
+      'Chat completion',
+    );
     const record = (outcome: Outcome) =>
       this.recordExchange({ job, sessionId, startsSession, sent: m.messages, sentAt: now, reply: outcome.choices[0]?.text ?? '', usage: outcome.usage });
 
@@ -142,7 +149,10 @@ export class ChatService {
   }
 
   async createCompletion(m: ChatMessageOf<'createCompletion'>): Promise<TextCompletion | { id: string; stream_to: string }> {
-    const prompts = (typeof m.prompt === 'string' ? [m.prompt] : m.prompt).map((prompt) => [{ role: 'user' as const, content: prompt }]);
+    const prompts = (typeof m.prompt === 'string' ? [m.prompt] : m.prompt).map((prompt) => {
+      const messages = [{ role: 'user' as const, content: prompt }];
+      return { messages, promptTokens: conversationTokens(messages, this.deps.tokenizer) };
+    });
     const job = await this.reserve(this.deps.ids.next('cmpl_'), this.deps.clock.now(), m, prompts, m.max_tokens, 'Text completion');
     const completion = (choices: TextCompletion['choices'], usage?: Usage | null) => ({
       id: job.id,
@@ -218,11 +228,10 @@ export class ChatService {
     id: string,
     now: number,
     request: Caller & { temperature: number; stop?: string | string[] | null | undefined },
-    conversations: ChatMessage[][],
+    prompts: Job['prompts'],
     maxTokens: number,
     description: string,
   ): Promise<Job> {
-    const prompts = conversations.map((messages) => ({ messages, promptTokens: conversationTokens(messages, this.deps.tokenizer) }));
     const bound = prompts.reduce((sum, p) => sum + p.promptTokens + maxTokens, 0);
     const reservedMicros = costMicros(bound, this.deps.pricing.microsPer1kTokens);
     if (request.mode === 'live' && reservedMicros > 0) {

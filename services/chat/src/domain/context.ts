@@ -11,9 +11,14 @@ export const conversationTokens = (messages: ChatMessage[], counter: Conversatio
 
 /**
  * The conversation sent upstream must stay under the context limit: the oldest non-system messages
- * are dropped first; system messages and the newest message are always kept.
+ * are dropped first; system messages and the newest message are always kept. Returns what is kept and
+ * what it costs (as `conversationTokens` counts), each message tokenized once.
  */
-export function trimToContext(messages: ChatMessage[], limitTokens: number, counter: ConversationCounter): ChatMessage[] {
+export function trimToContext(
+  messages: ChatMessage[],
+  limitTokens: number,
+  counter: ConversationCounter,
+): { messages: ChatMessage[]; tokens: number } {
   const sizes = messages.map((m) => counter.message(m));
   let tokens = sizes.reduce((a, b) => a + b, counter.replyPriming);
   const dropped = new Set<number>();
@@ -30,5 +35,5 @@ export function trimToContext(messages: ChatMessage[], limitTokens: number, coun
     dropped.add(i);
     tokens -= sizes[i]!;
   }
-  return messages.filter((_, i) => !dropped.has(i));
+  return { messages: dropped.size === 0 ? messages : messages.filter((_, i) => !dropped.has(i)), tokens };
 }
