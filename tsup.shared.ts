@@ -1,6 +1,15 @@
-import { readFileSync } from 'node:fs';
+import { copyFileSync, readFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { builtinModules } from 'node:module';
 import type { Options } from 'tsup';
+
+/**
+ * Worker scripts, loaded by path (`new URL('./x.mjs', import.meta.url)`) rather than imported, so the bundler
+ * does not see them: each is copied beside a bundle that contains the module that starts it.
+ */
+const WORKERS: Record<string, string> = {
+  'packages/eventstore/src/sqlite.ts': 'sqlite-writer.mjs',
+};
 
 const packageName = (specifier: string) =>
   specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]!;
@@ -29,8 +38,13 @@ export function runnable(entry: Record<string, string>): Options {
       const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { dependencies?: Record<string, string> };
       const declared = new Set(Object.keys(pkg.dependencies ?? {}));
       const metafile = JSON.parse(readFileSync('dist/metafile-esm.json', 'utf8')) as {
+        inputs: Record<string, unknown>;
         outputs: Record<string, { imports: Array<{ path: string; external?: boolean }> }>;
       };
+      for (const input of Object.keys(metafile.inputs)) {
+        const starter = Object.keys(WORKERS).find((path) => input.endsWith(path));
+        if (starter) copyFileSync(join(dirname(input), WORKERS[starter]!), join('dist', basename(WORKERS[starter]!)));
+      }
       const missing = new Set<string>();
       for (const output of Object.values(metafile.outputs)) {
         for (const { path, external } of output.imports) {

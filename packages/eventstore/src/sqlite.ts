@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import Database from 'better-sqlite3';
+import { once } from 'node:events';
+import { Worker } from 'node:worker_threads';
+import type Database from 'better-sqlite3';
 import { systemClock, type Clock } from '@oc/contracts';
 import {
   WrongExpectedRevisionError,
@@ -16,6 +18,7 @@ import {
   type Subscription,
 } from './port';
 import { DEFAULT_MAX_BATCH, EventQueue } from './queue';
+import { type CommitOutcome, createWriter, openDatabase, type PendingRows } from './sqlite-writer.mjs';
 
 export interface SqliteEventStoreOptions {
   /** A file path, or `:memory:` for a private database that lives as long as the store. */
@@ -40,10 +43,7 @@ interface EventRow {
 }
 
 /** An append waiting for the next group commit, its events already serialized. */
-interface PendingAppend {
-  streamName: string;
-  rows: Array<{ id: string; type: string; data: string; metadata: string }>;
-  expected: ExpectedRevision;
+interface PendingAppend extends PendingRows {
   resolve(result: AppendResult): void;
   reject(error: unknown): void;
 }
@@ -54,6 +54,72 @@ interface Feed {
   queue: EventQueue;
   live: boolean;
   stopped: boolean;
+}
+
+/** Where commits happen: a worker thread for a file, this thread for `:memory:` (one connection only). */
+interface WriteSide {
+  commit(batch: PendingRows[], created: number): Promise<CommitOutcome[]>;
+  storeCheckpoint(name: string, position: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+function inThisThread(db: Database.Database): WriteSide {
+  const writer = createWriter(db);
+  return {
+    commit: async (batch, created) => writer.commit(batch, created),
+    storeCheckpoint: async (name, position) => writer.storeCheckpoint(name, position),
+    close: async () => {},
+  };
+}
+
+/** The writer in a worker thread; it keeps the process alive only while a commit is on its way. */
+function inWorker(filename: string, busyTimeoutMs: number): WriteSide {
+  const worker = new Worker(new URL('./sqlite-writer.mjs', import.meta.url), {
+    workerData: { role: 'oc-sqlite-event-writer', filename, busyTimeoutMs },
+  });
+  worker.unref();
+  const calls = new Map<number, { resolve(result: unknown): void; reject(error: unknown): void }>();
+  let nextId = 0;
+  let stopped: Error | undefined;
+  const stop = (error: Error) => {
+    stopped ??= error;
+    for (const call of calls.values()) call.reject(stopped);
+    calls.clear();
+  };
+  worker.on('message', ({ id, result, error }: { id: number; result?: unknown; error?: string }) => {
+    const call = calls.get(id);
+    calls.delete(id);
+    if (calls.size === 0) worker.unref();
+    if (error === undefined) call?.resolve(result);
+    else call?.reject(new Error(error));
+  });
+  worker.on('error', stop);
+  worker.on('exit', () => stop(new Error('The event store writer has stopped')));
+  const call = <T>(message: Record<string, unknown>) =>
+    new Promise<T>((resolve, reject) => {
+      if (stopped) return reject(stopped);
+      const id = nextId++;
+      if (calls.size === 0) worker.ref();
+      calls.set(id, { resolve: resolve as (result: unknown) => void, reject });
+      worker.postMessage({ ...message, id });
+    });
+  return {
+    commit: (batch, created) =>
+      call<CommitOutcome[]>({
+        kind: 'commit',
+        // Only the data crosses to the worker (a pending append also holds its promise's callbacks).
+        batch: batch.map(({ streamName, rows, expected }) => ({ streamName, rows, expected })),
+        created,
+      }),
+    storeCheckpoint: (name, position) => call<void>({ kind: 'checkpoint', name, position }),
+    close: async () => {
+      if (stopped) return;
+      const exited = once(worker, 'exit');
+      worker.ref();
+      worker.postMessage({ kind: 'close' });
+      await exited;
+    },
+  };
 }
 
 /** A live subscriber further behind than this reads from the file instead, so its queue stays bounded. */
@@ -74,23 +140,27 @@ const toStored = (row: EventRow): StoredEvent => ({
  * The embedded event store: one SQLite file in WAL mode, durable on commit (`synchronous = FULL`).
  *
  * Appends made during one turn of the event loop are written in one transaction (group commit: one fsync
- * for all of them), each still checked against its own expected revision. Every committed event is parsed
- * once and handed to all of this process's live subscriptions; a subscription behind the head reads pages
- * from the file until it catches up. Appends by other processes on the same file are found by polling.
+ * for all of them), each still checked against its own expected revision. Commits run in a worker thread,
+ * so the fsync never blocks the event loop, and appends arriving meanwhile form the next group. Every
+ * committed event is parsed once and handed to all of this process's live subscriptions; a subscription
+ * behind the head reads pages from the file until it catches up. Appends by other processes on the same
+ * file are found by polling.
  */
 export class SqliteEventStore implements EventStore {
-  /** The connection, shared with `SqliteCheckpointStore` so both live in one file. */
+  /** This thread's connection: reads, and (for `:memory:`) writes. */
   readonly db: Database.Database;
   private readonly clock: Clock;
   private readonly newId: () => string;
   private readonly pollIntervalMs: number;
-  private readonly commit: (batch: PendingAppend[], created: number) => { outcomes: Array<AppendResult | Error>; rows: EventRow[] };
+  private readonly writer: WriteSide;
   private readonly selectStream: Database.Statement<[string, number, number], EventRow>;
   private readonly selectAll: Database.Statement<[number, number], EventRow>;
   private readonly selectBetween: Database.Statement<[number, number], EventRow>;
+  private readonly selectCheckpoint: Database.Statement<[string], number>;
   private readonly selectOne: Database.Statement<[], unknown>;
   private pending: PendingAppend[] = [];
   private flushScheduled = false;
+  private committing: Promise<void> | undefined;
   /** Every event up to here has been handed to the live feeds. */
   private head: number;
   private readonly live = new Set<Feed>();
@@ -101,62 +171,15 @@ export class SqliteEventStore implements EventStore {
     this.clock = options.clock ?? systemClock;
     this.newId = options.newId ?? randomUUID;
     this.pollIntervalMs = options.pollIntervalMs ?? 200;
-    this.db = new Database(options.filename, { timeout: options.busyTimeoutMs ?? 5_000 });
-    this.db.pragma('journal_mode = WAL');
-    // FULL: with WAL, NORMAL would let a power loss take back commits that callers were told succeeded.
-    this.db.pragma('synchronous = FULL');
-    this.db.exec(`
-      CREATE TABLE IF NOT EXISTS events (
-        position INTEGER PRIMARY KEY AUTOINCREMENT,
-        id TEXT NOT NULL,
-        stream TEXT NOT NULL,
-        revision INTEGER NOT NULL,
-        type TEXT NOT NULL,
-        data TEXT NOT NULL,
-        metadata TEXT NOT NULL,
-        created INTEGER NOT NULL,
-        UNIQUE (stream, revision)
-      )`);
-
-    const lastRevision = this.db
-      .prepare<[string], number | null>('SELECT MAX(revision) FROM events WHERE stream = ?')
-      .pluck();
-    const insert = this.db
-      .prepare<[string, string, number, string, string, string, number], number>(
-        'INSERT INTO events (id, stream, revision, type, data, metadata, created) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING position',
-      )
-      .pluck();
-    const transaction = this.db.transaction((batch: PendingAppend[], created: number) => {
-      const outcomes: Array<AppendResult | Error> = [];
-      const rows: EventRow[] = [];
-      for (const append of batch) {
-        // Read inside the transaction, so an earlier append of this batch to the same stream counts.
-        const current = lastRevision.get(append.streamName) ?? null;
-        const actual = current ?? 'no_stream';
-        if (append.expected !== 'any' && append.expected !== actual) {
-          outcomes.push(new WrongExpectedRevisionError(append.streamName, append.expected, actual));
-          continue;
-        }
-        let revision = current ?? -1;
-        let position = 0;
-        for (const row of append.rows) {
-          revision += 1;
-          position = insert.get(row.id, append.streamName, revision, row.type, row.data, row.metadata, created)!;
-          rows.push({ ...row, stream: append.streamName, revision, position, created });
-        }
-        outcomes.push({ nextExpectedRevision: revision, position });
-      }
-      return { outcomes, rows };
-    });
-    // IMMEDIATE takes the write lock before reading revisions, so another process cannot read the same
-    // revision in between; it waits (busy timeout), then sees the new revision and fails the check.
-    this.commit = (batch, created) => transaction.immediate(batch, created);
-
+    const busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
+    this.db = openDatabase(options.filename, busyTimeoutMs);
+    this.writer = options.filename === ':memory:' ? inThisThread(this.db) : inWorker(options.filename, busyTimeoutMs);
     this.selectStream = this.db.prepare(
       'SELECT * FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?',
     );
     this.selectAll = this.db.prepare('SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?');
     this.selectBetween = this.db.prepare('SELECT * FROM events WHERE position > ? AND position < ? ORDER BY position');
+    this.selectCheckpoint = this.db.prepare<[string], number>('SELECT position FROM checkpoints WHERE name = ?').pluck();
     this.selectOne = this.db.prepare('SELECT 1');
     this.head = this.db.prepare<[], number | null>('SELECT MAX(position) FROM events').pluck().get() ?? 0;
   }
@@ -176,7 +199,7 @@ export class SqliteEventStore implements EventStore {
     }));
     return new Promise((resolve, reject) => {
       this.pending.push({ streamName, rows, expected: options.expectedRevision, resolve, reject });
-      if (!this.flushScheduled) {
+      if (!this.flushScheduled && !this.committing) {
         this.flushScheduled = true;
         // After this turn's I/O callbacks: every append they made joins the same commit.
         setImmediate(() => this.flush());
@@ -246,26 +269,54 @@ export class SqliteEventStore implements EventStore {
     this.selectOne.get();
   }
 
+  /** Commits what was appended, stops the subscriptions, then the writer and the connection. */
   async close(): Promise<void> {
-    if (this.pending.length > 0) this.flush();
+    while (this.committing || this.pending.length > 0) await (this.committing ?? this.flush());
     await Promise.all([...this.subscriptions].map((s) => s.stop()));
     clearInterval(this.poll);
+    await this.writer.close();
     this.db.close();
   }
 
-  private flush(): void {
+  loadCheckpoint(name: string): number | undefined {
+    return this.selectCheckpoint.get(name);
+  }
+
+  storeCheckpoint(name: string, position: number): Promise<void> {
+    return this.writer.storeCheckpoint(name, position);
+  }
+
+  /** Commits the pending appends as one group; appends arriving meanwhile wait for the next. */
+  private flush(): Promise<void> {
+    this.flushScheduled = false;
     const batch = this.pending;
     this.pending = [];
-    this.flushScheduled = false;
-    if (batch.length === 0) return;
-    let committed: ReturnType<typeof this.commit>;
-    try {
-      committed = this.commit(batch, this.clock.now());
-    } catch (error) {
-      for (const append of batch) append.reject(error);
-      return;
-    }
-    const { outcomes, rows } = committed;
+    if (batch.length === 0) return Promise.resolve();
+    const created = this.clock.now();
+    this.committing = this.writer
+      .commit(batch, created)
+      .then(
+        (outcomes) => this.settle(batch, outcomes, created),
+        (error: unknown) => {
+          for (const append of batch) append.reject(error);
+        },
+      )
+      .finally(() => {
+        this.committing = undefined;
+        if (this.pending.length > 0) void this.flush();
+      });
+    return this.committing;
+  }
+
+  private settle(batch: PendingAppend[], outcomes: CommitOutcome[], created: number): void {
+    const rows: EventRow[] = [];
+    outcomes.forEach((outcome, i) => {
+      const append = batch[i]!;
+      if ('conflict' in outcome) return;
+      append.rows.forEach((row, n) =>
+        rows.push({ ...row, stream: append.streamName, revision: outcome.firstRevision + n, position: outcome.firstPosition + n, created }),
+      );
+    });
     if (rows.length > 0) {
       // Another process may have committed just before us: its events come first.
       if (this.live.size > 0 && rows[0]!.position !== this.head + 1) {
@@ -273,7 +324,15 @@ export class SqliteEventStore implements EventStore {
       }
       this.publish(this.live.size > 0 ? rows.map(toStored) : [], rows.at(-1)!.position);
     }
-    outcomes.forEach((outcome, i) => (outcome instanceof Error ? batch[i]!.reject(outcome) : batch[i]!.resolve(outcome)));
+    outcomes.forEach((outcome, i) => {
+      const append = batch[i]!;
+      if ('conflict' in outcome) {
+        append.reject(new WrongExpectedRevisionError(append.streamName, append.expected, outcome.conflict));
+      } else {
+        const last = append.rows.length - 1;
+        append.resolve({ nextExpectedRevision: outcome.firstRevision + last, position: outcome.firstPosition + last });
+      }
+    });
   }
 
   /** Hands events (consecutive, after `head`) to every live feed; a feed too far behind goes back to reading the file. */
@@ -312,30 +371,22 @@ export class SqliteEventStore implements EventStore {
   }
 }
 
+/** Checkpoints in the event store's file: read on this thread, written by the store's writer. */
 export class SqliteCheckpointStore implements CheckpointStore {
-  private readonly select: Database.Statement<[string], number>;
-  private readonly upsert: Database.Statement<[string, number]>;
-
-  constructor(db: Database.Database) {
-    db.exec('CREATE TABLE IF NOT EXISTS checkpoints (name TEXT PRIMARY KEY, position INTEGER NOT NULL)');
-    this.select = db.prepare<[string], number>('SELECT position FROM checkpoints WHERE name = ?').pluck();
-    this.upsert = db.prepare(
-      'INSERT INTO checkpoints (name, position) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position',
-    );
-  }
+  constructor(private readonly events: SqliteEventStore) {}
 
   async load(name: string): Promise<number | undefined> {
-    return this.select.get(name);
+    return this.events.loadCheckpoint(name);
   }
 
-  async store(name: string, position: number): Promise<void> {
-    this.upsert.run(name, position);
+  store(name: string, position: number): Promise<void> {
+    return this.events.storeCheckpoint(name, position);
   }
 }
 
-/** Both stores on one connection; closing closes the event store's subscriptions and the file. */
+/** Both stores on one file; closing closes the event store's subscriptions and the file. */
 export function openSqliteStores(options: SqliteEventStoreOptions | string) {
   const store = new SqliteEventStore(typeof options === 'string' ? { filename: options } : options);
-  const checkpoints = new SqliteCheckpointStore(store.db);
+  const checkpoints = new SqliteCheckpointStore(store);
   return { store, checkpoints, close: () => store.close() };
 }

@@ -9,7 +9,7 @@ describe('EventStoreEventBus', () => {
 
   const setup = (retryDelay: RetryDelay = async () => {}) => {
     store = new SqliteEventStore({ filename: ':memory:' });
-    checkpoints = new SqliteCheckpointStore(store.db);
+    checkpoints = new SqliteCheckpointStore(store);
     return new EventStoreEventBus({ eventStores: { video: store }, checkpoints, retryDelay, onError: () => {} });
   };
   const append = (...types: string[]) =>

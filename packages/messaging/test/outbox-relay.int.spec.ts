@@ -27,7 +27,7 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
   function fixture() {
     const service = `svc${uniqueSuffix()}`;
     const store = new SqliteEventStore({ filename: ':memory:' });
-    const checkpoints = new SqliteCheckpointStore(store.db);
+    const checkpoints = new SqliteCheckpointStore(store);
     cleanups.push(
       () => jsm.streams.purge(EVENTS_STREAM, { filter: `events.${service}.>` }),
       () => store.close(),

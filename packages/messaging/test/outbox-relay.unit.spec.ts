@@ -5,7 +5,7 @@ import { startOutboxRelay } from '../src';
 
 describe('outbox relay (JetStream faked)', () => {
   const store = new SqliteEventStore({ filename: ':memory:' });
-  const checkpoints = new SqliteCheckpointStore(store.db);
+  const checkpoints = new SqliteCheckpointStore(store);
   afterEach(() => store.close());
 
   it('publishes each event under its id, retries a failed publish, and checkpoints only after the ack', async () => {
