@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fail, ManualClock, ok, randomIds, type Reply, serviceUnavailable, Subjects, type Video } from '@oc/contracts';
@@ -63,11 +63,16 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
   let dataDir: string;
   let running: { video: Awaited<ReturnType<typeof createVideo>>; scheduler: ClockScheduler } | undefined;
 
+  let rendersDir: string;
   beforeAll(async () => {
-    mp4 = await new FfmpegRenderer().clip('1280x720', '4');
+    rendersDir = await mkdtemp(join(tmpdir(), 'oc-video-renders-'));
+    mp4 = await readFile((await new FfmpegRenderer({ cacheDir: rendersDir }).clip('1280x720', '4')).video);
     upstream = await startFakeUpstream(API_KEY, mp4);
   });
-  afterAll(() => upstream.close());
+  afterAll(async () => {
+    await upstream.close();
+    await rm(rendersDir, { recursive: true, force: true });
+  });
   beforeEach(async () => {
     stores = openSqliteStores({ filename: ':memory:' });
     billing = new FakeBilling();
@@ -97,6 +102,7 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
         VIDEO_UPSTREAM_BASE_URL: upstream.url,
         VIDEO_UPSTREAM_API_KEY: API_KEY,
         VIDEO_RETRY_MS: '1000',
+        SIM_VIDEO_PRERENDER: '0',
         ...env,
       }),
       publicBaseUrl: 'https://api.example.com',
