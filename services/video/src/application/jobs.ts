@@ -192,8 +192,10 @@ export class VideoJobs {
   private async store(state: ActiveVideo, output: GeneratedVideo): Promise<number> {
     const { temporary, renderer } = this.deps;
     if (output.kind === 'files') {
-      await temporary.putFile(fileKey(state, 'video'), output.video);
-      await temporary.putFile(fileKey(state, 'thumbnail'), output.thumbnail);
+      await Promise.all([
+        temporary.putFile(fileKey(state, 'video'), output.video),
+        temporary.putFile(fileKey(state, 'thumbnail'), output.thumbnail),
+      ]);
       return output.bytes;
     }
     const thumbnail = await renderer.thumbnail(output.video);
