@@ -413,6 +413,21 @@ describe('video jobs on the simulator', () => {
     expect(await readFile(temporaryFile(second.id, 'mp4'))).toEqual(await readFile(mp4!));
   });
 
+  it('renders a clip again when its files were removed from disk while the service ran', async () => {
+    const { service } = await start({ VIDEO_RETRY_MS: '1000' });
+    const first = await service.create(request);
+    await runDue();
+    expect((await retrieve(first.id)).status).toBe('completed');
+    await rm(join(dataDir, 'renders'), { recursive: true, force: true });
+    const second = await service.create(request);
+    await runDue();
+    expect((await retrieve(second.id)).status).toBe('in_progress');
+    clock.advance(1_000);
+    await runDue();
+    expect((await retrieve(second.id)).status).toBe('completed');
+    expect((await stat(temporaryFile(second.id, 'mp4'))).ino).toBe((await stat((await rendered('mp4'))[0]!)).ino);
+  });
+
   it('does not render a clip again after a restart: the one on disk is served', async () => {
     const before = await start();
     const first = await before.service.create(request);

@@ -80,6 +80,10 @@ export class FfmpegRenderer implements Renderer {
     }
   }
 
+  forget(size: VideoSize, seconds: VideoSeconds): void {
+    this.clips.delete(`${size}/${seconds}`);
+  }
+
   /** Stops a render in progress (its callers see an error) and the ahead-of-time renders. */
   async close(): Promise<void> {
     this.closed = true;

@@ -192,10 +192,16 @@ export class VideoJobs {
   private async store(state: ActiveVideo, output: GeneratedVideo): Promise<number> {
     const { temporary, renderer } = this.deps;
     if (output.kind === 'files') {
-      await Promise.all([
-        temporary.putFile(fileKey(state, 'video'), output.video),
-        temporary.putFile(fileKey(state, 'thumbnail'), output.thumbnail),
-      ]);
+      try {
+        await Promise.all([
+          temporary.putFile(fileKey(state, 'video'), output.video),
+          temporary.putFile(fileKey(state, 'thumbnail'), output.thumbnail),
+        ]);
+      } catch (error) {
+        // The rendered files are gone (their directory was cleared): the retried step renders them again.
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') renderer.forget(state.size, state.seconds);
+        throw error;
+      }
       return output.bytes;
     }
     const thumbnail = await renderer.thumbnail(output.video);

@@ -87,4 +87,6 @@ export interface Renderer {
   clip(size: VideoSize, seconds: VideoSeconds): Promise<RenderedClip>;
   /** A WebP still of the first frame of an MP4 (an upstream's video). */
   thumbnail(mp4: Buffer): Promise<Buffer>;
+  /** The clip's files turned out to be missing from disk: the next `clip` looks (and renders) again. */
+  forget(size: VideoSize, seconds: VideoSeconds): void;
 }
