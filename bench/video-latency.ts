@@ -12,7 +12,8 @@
  *   2. CONCURRENT creates at once: how long until all are accepted, and until the last webhook arrives.
  * Finally it prints the event timeline of one single job (from the event store's `created` times).
  *
- * Environment: SINGLE (default 50), WARMUP (10), CONCURRENT (200), PHASES (`single,concurrent`).
+ * Environment: SINGLE (default 50), WARMUP (10), CONCURRENT (200), PHASES (`single,concurrent`); passed on to the
+ * service: SIM_VIDEO_DURATION_MS (default 0), SIM_VIDEO_PRERENDER (default 1), WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT.
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -69,6 +70,9 @@ const app = await startStandalone({
     SIM_VIDEO_DURATION_MS: process.env.SIM_VIDEO_DURATION_MS ?? '0',
     WEBHOOK_ALLOW_PRIVATE: '1',
     SIM_VIDEO_PRERENDER: process.env.SIM_VIDEO_PRERENDER ?? '1',
+    ...(process.env.WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT
+      ? { WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT: process.env.WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT }
+      : {}),
   }),
 });
 const bootMs = performance.now() - bootStarted;
@@ -116,21 +120,30 @@ function summary(label: string, values: number[]) {
 
 console.log(`standalone ready in ${fmt(bootMs)}; receiver ${receiverUrl}`);
 let sampleId: string | undefined;
+let singleIds: string[] = [];
+let concurrentIds: string[] = [];
 
 if (PHASES.has('single')) {
   const first = await job();
   console.log(`first job (cold: renders the clip): create ${fmt(first.acceptedMs)}, webhook ${fmt(first.webhookMs)}`);
   for (let i = 1; i < WARMUP; i++) await job();
   const results = [];
+  const cpu = process.cpuUsage();
+  if (process.env.MARKS) console.log(`[mark] single phase starts at ${performance.now().toFixed(0)} ms`);
   for (let i = 0; i < SINGLE; i++) results.push(await job());
+  if (process.env.MARKS) console.log(`[mark] single phase ends at ${performance.now().toFixed(0)} ms`);
+  const used = process.cpuUsage(cpu);
   sampleId = results[Math.floor(results.length / 2)]!.id;
+  singleIds = results.map((r) => r.id);
   console.log(`single jobs (n=${SINGLE}, after ${WARMUP} warm-up)`);
   console.log(`  ${summary('create answered', results.map((r) => r.acceptedMs))}`);
   console.log(`  ${summary('create → webhook', results.map((r) => r.webhookMs))}`);
+  console.log(`  CPU of this process (service, client and receiver): ${((used.user + used.system) / 1000 / SINGLE).toFixed(1)} ms per job`);
 }
 
 if (PHASES.has('concurrent')) {
   const t0 = performance.now();
+  const cpu = process.cpuUsage();
   if (process.env.MARKS) console.log(`[mark] concurrent phase starts at ${t0.toFixed(0)} ms`);
   const created = await Promise.all(
     Array.from({ length: CONCURRENT }, async () => {
@@ -140,19 +153,60 @@ if (PHASES.has('concurrent')) {
   );
   const acceptedAll = Math.max(...created.map((c) => c.at)) - t0;
   const refused = created.filter((c) => c.status !== 200);
-  const webhooks = await Promise.all(created.filter((c) => c.status === 200).map((c) => webhookOf(c.id)));
+  concurrentIds = created.filter((c) => c.status === 200).map((c) => c.id);
+  const webhooks = await Promise.all(concurrentIds.map((id) => webhookOf(id)));
   const lastWebhook = Math.max(...webhooks) - t0;
+  const used = process.cpuUsage(cpu);
   if (process.env.MARKS) console.log(`[mark] concurrent phase ends at ${(t0 + lastWebhook).toFixed(0)} ms`);
   console.log(`${CONCURRENT} concurrent creates`);
   console.log(`  all answered in ${fmt(acceptedAll)} (${((CONCURRENT / acceptedAll) * 1000).toFixed(0)}/s), refused ${refused.length}`);
   console.log(`  last webhook after ${fmt(lastWebhook)}`);
+  console.log(
+    `  CPU of this process: ${fmt((used.user + used.system) / 1000)} (${((used.user + used.system) / 1000 / CONCURRENT).toFixed(1)} ms per job)`,
+  );
   console.log(`  ${summary('create → webhook', webhooks.map((at) => at - t0))}`);
 }
 
+// ---- where the time went, from the log: create path, job pipeline, delivery pipeline ----
+const log = new SqliteEventStore({ filename: join(dataDir, 'events.sqlite') });
+const all = await log.readAll({ maxCount: 1_000_000 });
+function stages(label: string, ids: string[]) {
+  const at = new Map<string, Record<string, number>>();
+  for (const e of all) {
+    if (!e.streamName.startsWith('video-')) continue;
+    const id = e.streamName.slice('video-'.length);
+    const times = at.get(id) ?? {};
+    times[e.type] ??= e.created;
+    at.set(id, times);
+  }
+  const of = (from: string, to: (id: string) => number | undefined) =>
+    ids.flatMap((id) => {
+      const t0 = at.get(id)?.[from];
+      const t1 = to(id);
+      return t0 === undefined || t1 === undefined ? [] : [t1 - t0];
+    });
+  console.log(`${label}, from the event store's times:`);
+  console.log(`  ${summary('requested → queued (create path)', of('VideoRequested', (id) => at.get(id)?.VideoQueued))}`);
+  console.log(`  ${summary('queued → completed (job pipeline)', of('VideoQueued', (id) => at.get(id)?.VideoCompleted))}`);
+  console.log(`  ${summary('completed → received (delivery pipeline)', of('VideoCompleted', (id) => wallArrivals.get(id)))}`);
+  // The delivery pipeline in detail: consumed and scheduled, waiting for a lane, the HTTP exchange.
+  const deliveries = new Map<string, { video: string; scheduled: number; attempted?: number; durationMs?: number }>();
+  for (const e of all) {
+    const d = e.data as { delivery_id?: string; event?: { data?: { id?: string } }; duration_ms?: number; at?: number };
+    if (e.type === 'DeliveryScheduled') deliveries.set(d.delivery_id!, { video: d.event!.data!.id!, scheduled: e.created });
+    if (e.type === 'DeliveryAttempted') Object.assign(deliveries.get(d.delivery_id!) ?? {}, { attempted: d.at, durationMs: d.duration_ms });
+  }
+  const wanted = new Set(ids);
+  const mine = [...deliveries.values()].filter((d) => wanted.has(d.video) && d.attempted !== undefined);
+  console.log(`  ${summary('  completed → delivery scheduled', mine.map((d) => d.scheduled - at.get(d.video)!.VideoCompleted!))}`);
+  console.log(`  ${summary('  scheduled → attempt ended', mine.map((d) => d.attempted! - d.scheduled))}`);
+  console.log(`  ${summary('  HTTP exchange (duration_ms)', mine.map((d) => d.durationMs!))}`);
+}
+if (singleIds.length) stages(`single jobs`, singleIds);
+if (concurrentIds.length) stages(`${CONCURRENT} concurrent`, concurrentIds);
+
 // ---- the timeline of one single job, from the log ----
 if (sampleId) {
-  const log = new SqliteEventStore({ filename: join(dataDir, 'events.sqlite') });
-  const all = await log.readAll({ maxCount: 1_000_000 });
   const first = all.find((e) => e.streamName === `video-${sampleId}`)!;
   // The video's stream, the deliveries made from it, and what billing recorded for it.
   const streams = new Set(all.filter((e) => JSON.stringify(e.data).includes(sampleId!)).map((e) => e.streamName));
@@ -163,8 +217,8 @@ if (sampleId) {
   console.log(`timeline of ${sampleId} (event store times, ms after VideoRequested)`);
   for (const e of events) line(e.created - first.created, e.streamName, e.type);
   line(Math.round(wallArrivals.get(sampleId)! - first.created), 'receiver', 'video.completed arrived');
-  await log.close();
 }
+await log.close();
 
 await app.close();
 receiver.close();
