@@ -66,7 +66,9 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
   let rendersDir: string;
   beforeAll(async () => {
     rendersDir = await mkdtemp(join(tmpdir(), 'oc-video-renders-'));
-    mp4 = await readFile((await new FfmpegRenderer({ cacheDir: rendersDir }).clip('1280x720', '4')).video);
+    const renderer = new FfmpegRenderer({ cacheDir: rendersDir });
+    mp4 = await readFile((await renderer.clip('1280x720', '4')).video);
+    await renderer.close();
     upstream = await startFakeUpstream(API_KEY, mp4);
   });
   afterAll(async () => {

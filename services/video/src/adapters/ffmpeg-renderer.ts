@@ -1,7 +1,7 @@
-import { type ChildProcess, execFile } from 'node:child_process';
+import { type ChildProcess, fork } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { setPriority, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ffmpeg from '@ffmpeg-installer/ffmpeg';
 import { VIDEO_SECONDS, VIDEO_SIZES, type VideoSeconds, type VideoSize } from '@oc/contracts';
@@ -26,6 +26,58 @@ export const ALL_CLIPS: readonly (readonly [VideoSize, VideoSeconds])[] = VIDEO_
   VIDEO_SIZES.map((size) => [size, seconds] as const),
 );
 
+/** The small process that spawns ffmpeg for us (see the file). */
+const SPAWNER = join(import.meta.dirname, 'ffmpeg-spawner.mjs');
+
+/**
+ * ffmpeg runs through one small helper process: forking the service process itself for every run would
+ * block its event loop for 10-40 ms each time. Started at the first run, again after it died.
+ */
+class FfmpegSpawner {
+  private helper: ChildProcess | undefined;
+  private readonly pending = new Map<number, { resolve(): void; reject(error: Error): void }>();
+  private seq = 0;
+
+  run(args: string[], background: boolean): Promise<void> {
+    const helper = (this.helper ??= this.start());
+    const id = ++this.seq;
+    return new Promise<void>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      helper.send({ id, file: ffmpeg.path, args, background });
+    });
+  }
+
+  /** Kills every run in progress (their callers see an error) and the helper; resolves once it is gone. */
+  async close(): Promise<void> {
+    const helper = this.helper;
+    if (!helper) return;
+    const exited = new Promise<void>((resolve) => helper.once('exit', () => resolve()));
+    if (helper.connected) helper.disconnect();
+    else helper.kill('SIGKILL');
+    await exited;
+  }
+
+  private start(): ChildProcess {
+    // No loader (tsx) and no inherited flags: a plain, small Node process.
+    const helper = fork(SPAWNER, [], { execArgv: [], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    helper.on('message', (message: { id: number; error: string | null }) => {
+      const call = this.pending.get(message.id);
+      this.pending.delete(message.id);
+      if (message.error === null) call?.resolve();
+      else call?.reject(new Error(`ffmpeg failed: ${message.error}`));
+    });
+    helper.once('exit', () => {
+      if (this.helper === helper) this.helper = undefined;
+      for (const call of this.pending.values()) call.reject(new Error('ffmpeg stopped: its helper process exited'));
+      this.pending.clear();
+    });
+    // Neither the process nor its channel keeps the service alive.
+    helper.unref();
+    helper.channel?.unref();
+    return helper;
+  }
+}
+
 export interface FfmpegRendererOptions {
   /** Where rendered clips and their stills are kept across restarts (the video data dir's `renders/`). */
   cacheDir: string;
@@ -39,7 +91,7 @@ export interface FfmpegRendererOptions {
  */
 export class FfmpegRenderer implements Renderer {
   private readonly clips = new Map<string, Promise<RenderedClip>>();
-  private readonly children = new Set<ChildProcess>();
+  private readonly ffmpeg = new FfmpegSpawner();
   private prerendering: Promise<void> | undefined;
   private closed = false;
   /** ffmpeg runs so far (clips and upstream thumbnails), for tests and diagnostics. */
@@ -87,7 +139,7 @@ export class FfmpegRenderer implements Renderer {
   /** Stops a render in progress (its callers see an error) and the ahead-of-time renders. */
   async close(): Promise<void> {
     this.closed = true;
-    for (const child of this.children) child.kill('SIGKILL');
+    await this.ffmpeg.close();
     await this.prerendering;
   }
 
@@ -136,21 +188,7 @@ export class FfmpegRenderer implements Renderer {
   private run(args: string[], priority: 'normal' | 'background'): Promise<void> {
     if (this.closed) return Promise.reject(new Error('The renderer is closed'));
     this.renders++;
-    return new Promise<void>((resolve, reject) => {
-      const child = execFile(ffmpeg.path, args, (error) => {
-        this.children.delete(child);
-        if (error) reject(error);
-        else resolve();
-      });
-      this.children.add(child);
-      // In the background at the lowest CPU priority too.
-      if (priority === 'background' && child.pid !== undefined) {
-        try {
-          setPriority(child.pid, 19);
-        } catch {
-          // Not allowed here: it still runs, at normal priority.
-        }
-      }
-    });
+    // In the background at the lowest CPU priority too.
+    return this.ffmpeg.run(args, priority === 'background');
   }
 }
