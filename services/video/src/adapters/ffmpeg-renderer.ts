@@ -39,11 +39,16 @@ class FfmpegSpawner {
   private seq = 0;
 
   run(args: string[], background: boolean): Promise<void> {
+    if (this.helper && !this.helper.connected) this.helper = undefined;
     const helper = (this.helper ??= this.start());
     const id = ++this.seq;
     return new Promise<void>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      helper.send({ id, file: ffmpeg.path, args, background });
+      helper.send({ id, file: ffmpeg.path, args, background }, (error) => {
+        if (!error) return;
+        this.pending.delete(id);
+        reject(error);
+      });
     });
   }
 
@@ -66,11 +71,14 @@ class FfmpegSpawner {
       if (message.error === null) call?.resolve();
       else call?.reject(new Error(`ffmpeg failed: ${message.error}`));
     });
-    helper.once('exit', () => {
+    const gone = (reason: string) => {
       if (this.helper === helper) this.helper = undefined;
-      for (const call of this.pending.values()) call.reject(new Error('ffmpeg stopped: its helper process exited'));
+      for (const call of this.pending.values()) call.reject(new Error(`ffmpeg stopped: ${reason}`));
       this.pending.clear();
-    });
+    };
+    helper.once('exit', () => gone('its helper process exited'));
+    // Could not be started, or could not be sent to: the runs in progress fail (and are retried by their steps).
+    helper.on('error', (error) => gone(`its helper process failed (${error.message})`));
     // Neither the process nor its channel keeps the service alive.
     helper.unref();
     helper.channel?.unref();
