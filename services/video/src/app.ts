@@ -12,7 +12,7 @@ import { OpenAiVideoProvider } from './adapters/openai-provider';
 import { ClockScheduler } from './adapters/scheduler';
 import { SimulatedProvider } from './adapters/simulator';
 import { type JobTimings, VideoJobs } from './application/jobs';
-import type { FileStore, Renderer, Scheduler, VideoProvider } from './application/ports';
+import type { FileStore, Scheduler, VideoProvider } from './application/ports';
 import { VideoService } from './application/videos';
 import type { VideoConfig } from './config';
 import { videoCollections } from './projections/documents';
@@ -82,7 +82,7 @@ export async function createVideo(runtime: VideoRuntime) {
     onError: (err) => logger.error({ err }, 'video projection stopped'),
   });
   await projections.start();
-  const renderer: Renderer = new FfmpegRenderer();
+  const renderer = new FfmpegRenderer({ cacheDir: join(runtime.dataDir, 'renders') });
   const simulator = new SimulatedProvider({
     durationMs: config.SIM_VIDEO_DURATION_MS,
     pollIntervalMs: config.SIM_VIDEO_POLL_MS,
@@ -130,12 +130,14 @@ export async function createVideo(runtime: VideoRuntime) {
     timings,
   });
   await jobs.resume();
+  if (config.SIM_VIDEO_PRERENDER === '1') void renderer.prerender(undefined, (err) => logger.warn({ err }, 'rendering a clip ahead failed'));
   return {
     service,
     jobs,
     module: VideoModule.register(service, logger),
     async close() {
       await scheduler.close();
+      await renderer.close();
       await projections.stop();
       permanent.close?.();
     },

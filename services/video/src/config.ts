@@ -31,8 +31,11 @@ export const VideoConfigSchema = z.object({
     'video-2-pro': 'sora-2-pro',
   }),
   VIDEO_UPSTREAM_POLL_MS: ms(5_000),
-  SIM_VIDEO_DURATION_MS: ms(20_000),
+  /** 0: a simulated job completes in the step that starts it. */
+  SIM_VIDEO_DURATION_MS: z.coerce.number().int().nonnegative().default(20_000),
   SIM_VIDEO_POLL_MS: ms(1_000),
+  /** 1: render every clip size and length ahead, in the background at start (those not on disk yet). */
+  SIM_VIDEO_PRERENDER: z.enum(['0', '1']).default('1'),
   VIDEO_JOB_TIMEOUT_MS: ms(10 * MINUTE),
   VIDEO_PERSIST_AFTER_MS: ms(45 * MINUTE),
   VIDEO_TEMP_TTL_MS: ms(60 * MINUTE),

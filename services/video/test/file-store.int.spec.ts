@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -62,5 +62,20 @@ describe.each(adapters)('file store: %s', (_, make) => {
     await store.remove(key);
     expect(await store.size(key)).toBeNull();
     await store.remove(key);
+  });
+
+  it('stores a local file by path, again over an existing one, and removing it never touches the source', async () => {
+    const store = make();
+    const source = join(dir, `source-${Math.random().toString(36).slice(2)}.mp4`);
+    await writeFile(source, bytes);
+    const key = `org_2/video_${Math.random().toString(36).slice(2)}.mp4`;
+    await store.putFile(key, source);
+    expect(await store.read(key, 0, 1000)).toEqual(bytes);
+    await store.putFile(key, source);
+    expect(await store.size(key)).toBe(1000);
+    await store.put(key, Buffer.from('replaced'));
+    expect(await store.read(key, 0, 100)).toEqual(Buffer.from('replaced'));
+    await store.remove(key);
+    expect(await readFile(source)).toEqual(bytes);
   });
 });

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fail, ManualClock, ok, randomIds, type Reply, serviceUnavailable, Subjects, type Video } from '@oc/contracts';
@@ -63,11 +63,18 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
   let dataDir: string;
   let running: { video: Awaited<ReturnType<typeof createVideo>>; scheduler: ClockScheduler } | undefined;
 
+  let rendersDir: string;
   beforeAll(async () => {
-    mp4 = await new FfmpegRenderer().clip('1280x720', '4');
+    rendersDir = await mkdtemp(join(tmpdir(), 'oc-video-renders-'));
+    const renderer = new FfmpegRenderer({ cacheDir: rendersDir });
+    mp4 = await readFile((await renderer.clip('1280x720', '4')).video);
+    await renderer.close();
     upstream = await startFakeUpstream(API_KEY, mp4);
   });
-  afterAll(() => upstream.close());
+  afterAll(async () => {
+    await upstream.close();
+    await rm(rendersDir, { recursive: true, force: true });
+  });
   beforeEach(async () => {
     stores = openSqliteStores({ filename: ':memory:' });
     billing = new FakeBilling();
@@ -97,6 +104,7 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
         VIDEO_UPSTREAM_BASE_URL: upstream.url,
         VIDEO_UPSTREAM_API_KEY: API_KEY,
         VIDEO_RETRY_MS: '1000',
+        SIM_VIDEO_PRERENDER: '0',
         ...env,
       }),
       publicBaseUrl: 'https://api.example.com',
@@ -298,5 +306,144 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     await expect(
       running!.video.service.readContent({ org_id: 'org_1', video_id: id, variant: 'video', offset: 0, length: 8 }),
     ).rejects.toMatchObject({ status: 410 });
+  });
+});
+
+describe('video jobs on the simulator', () => {
+  let stores: ReturnType<typeof openSqliteStores>;
+  let billing: FakeBilling;
+  let clock: ManualClock;
+  let dataDir: string;
+  let running: { video: Awaited<ReturnType<typeof createVideo>>; scheduler: ClockScheduler } | undefined;
+
+  beforeEach(async () => {
+    stores = openSqliteStores({ filename: ':memory:' });
+    billing = new FakeBilling();
+    clock = new ManualClock(T0);
+    dataDir = await mkdtemp(join(tmpdir(), 'oc-video-sim-'));
+  });
+  afterEach(async () => {
+    await running?.video.close();
+    running = undefined;
+    await stores.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  /** A video service "process" on the shared store and data dir; the clock moves only when the test says so. */
+  async function start(env: Record<string, string> = {}) {
+    await running?.video.close();
+    const scheduler = new ClockScheduler(clock, () => undefined, 3_600_000);
+    const video = await createVideo({
+      eventStore: stores.store,
+      readModels: new SqliteReadModelStore({ filename: ':memory:' }),
+      client: billing as unknown as ServiceClient,
+      clock,
+      ids: randomIds,
+      logger,
+      config: VideoConfigSchema.parse({ SIM_VIDEO_DURATION_MS: '0', SIM_VIDEO_PRERENDER: '0', ...env }),
+      publicBaseUrl: 'https://api.example.com',
+      dataDir,
+      scheduler,
+    });
+    running = { video, scheduler };
+    return video;
+  }
+  const runDue = async () => {
+    for (let i = 0; i < 4; i++) await running!.scheduler.runDue();
+  };
+  const retrieve = (id: string) => running!.video.service.get({ org_id: 'org_1', video_id: id });
+  const events = async (id: string) => (await stores.store.readStream(`video-${id}`)).map((e) => e.type);
+  const temporaryFile = (id: string, ext: 'mp4' | 'webp') => join(dataDir, 'upstream', 'org_1', `${id}.${ext}`);
+  const rendered = async (ext: 'mp4' | 'webp') => {
+    const names = (await readdir(join(dataDir, 'renders'))).filter((n) => n.endsWith(`.${ext}`));
+    return names.map((n) => join(dataDir, 'renders', n));
+  };
+
+  it('completes a zero-duration job in the step that starts it, without the clock moving, with every event', async () => {
+    const { service } = await start();
+    const created = await service.create(request);
+    await running!.scheduler.runDue();
+    expect(await retrieve(created.id)).toMatchObject({ status: 'completed', progress: 100, url: `https://api.example.com/v1/videos/${created.id}/content` });
+    await runDue();
+    expect(await events(created.id)).toEqual([
+      'VideoRequested',
+      'VideoQueued',
+      'GenerationStarted',
+      'VideoProcessing',
+      'VideoStored',
+      'VideoCompleted',
+      'VideoCharged',
+    ]);
+    const processing = (await stores.store.readStream(`video-${created.id}`)).find((e) => e.type === 'VideoProcessing')!;
+    expect(processing.data).toMatchObject({ video: { status: 'in_progress', progress: 1 } });
+    expect(billing.captures).toEqual([created.id]);
+  });
+
+  it('completes a job exactly when its duration is up, not at the next poll after it', async () => {
+    const { service } = await start({ SIM_VIDEO_DURATION_MS: '1500', SIM_VIDEO_POLL_MS: '1000' });
+    const created = await service.create(request);
+    await runDue();
+    clock.advance(1_000);
+    await runDue();
+    expect(await retrieve(created.id)).toMatchObject({ status: 'in_progress', progress: 66 });
+    clock.advance(499);
+    await runDue();
+    expect((await retrieve(created.id)).status).toBe('in_progress');
+    clock.advance(1);
+    await runDue();
+    expect(await retrieve(created.id)).toMatchObject({ status: 'completed', progress: 100 });
+  });
+
+  it('renders the clip and the still of one size and length once: every job links the same files', async () => {
+    const { service } = await start();
+    const first = await service.create(request);
+    const second = await service.create({ ...request, prompt: 'A different prompt, same size' });
+    await runDue();
+    expect((await retrieve(first.id)).status).toBe('completed');
+    expect((await retrieve(second.id)).status).toBe('completed');
+    const [mp4] = await rendered('mp4');
+    const [webp] = await rendered('webp');
+    expect([(await rendered('mp4')).length, (await rendered('webp')).length]).toEqual([1, 1]);
+    for (const id of [first.id, second.id]) {
+      expect((await stat(temporaryFile(id, 'mp4'))).ino).toBe((await stat(mp4!)).ino);
+      expect((await stat(temporaryFile(id, 'webp'))).ino).toBe((await stat(webp!)).ino);
+    }
+    const still = await service.readContent({ org_id: 'org_1', video_id: second.id, variant: 'thumbnail', offset: 0, length: 12 });
+    expect(Buffer.from(still.data, 'base64').subarray(8, 12).toString('latin1')).toBe('WEBP');
+
+    await service.delete({ org_id: 'org_1', video_id: first.id });
+    expect(await readFile(temporaryFile(second.id, 'mp4'))).toEqual(await readFile(mp4!));
+  });
+
+  it('renders a clip again when its files were removed from disk while the service ran', async () => {
+    const { service } = await start({ VIDEO_RETRY_MS: '1000' });
+    const first = await service.create(request);
+    await runDue();
+    expect((await retrieve(first.id)).status).toBe('completed');
+    await rm(join(dataDir, 'renders'), { recursive: true, force: true });
+    const second = await service.create(request);
+    await runDue();
+    expect((await retrieve(second.id)).status).toBe('in_progress');
+    clock.advance(1_000);
+    await runDue();
+    expect((await retrieve(second.id)).status).toBe('completed');
+    expect((await stat(temporaryFile(second.id, 'mp4'))).ino).toBe((await stat((await rendered('mp4'))[0]!)).ino);
+  });
+
+  it('does not render a clip again after a restart: the one on disk is served', async () => {
+    const before = await start();
+    const first = await before.service.create(request);
+    await runDue();
+    const [mp4] = await rendered('mp4');
+    const cached = await stat(mp4!);
+
+    const after = await start();
+    const second = await after.service.create(request);
+    await runDue();
+    expect((await retrieve(second.id)).status).toBe('completed');
+    expect(await rendered('mp4')).toEqual([mp4]);
+    expect(await stat(mp4!)).toMatchObject({ ino: cached.ino, mtimeMs: cached.mtimeMs });
+    expect((await stat(temporaryFile(second.id, 'mp4'))).ino).toBe(cached.ino);
+    expect((await stat(temporaryFile(first.id, 'mp4'))).ino).toBe(cached.ino);
   });
 });

@@ -4,7 +4,7 @@ import { type WebhookEventType, webhookEventId } from '@oc/contracts';
 import { pino } from 'pino';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import Stripe from 'stripe';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   completedVideo,
   httpReceiver,
@@ -111,6 +111,16 @@ describe('delivery of video events', () => {
         failure_count: 0,
       }),
     );
+  });
+
+  it('sends a new delivery at once: its first attempt waits for no timer', async () => {
+    const w = await start();
+    const receiver = track(await httpReceiver());
+    await register(w, receiver.url);
+    await w.emitVideo('VideoCompleted', ORG);
+    // No timers.fire() here (until() would fire them): nothing but the event itself starts the attempt.
+    await vi.waitFor(() => expect(receiver.received).toHaveLength(1), { timeout: 5_000, interval: 5 });
+    expect(w.timers.next).toBeUndefined();
   });
 
   it('delivers only subscribed types, only to the organization of the video, and never to an inactive webhook', async () => {

@@ -72,6 +72,14 @@ describe('webhook decider', () => {
     expect(spec.given(history).when(attempt(false))).toEqual({ events: [failed(100)] });
   });
 
+  it('records a success only when it changes something: another in the same second after a success is no event', () => {
+    const succeeded = (at: number): WebhookEvent => ({ type: 'WebhookAttemptSucceeded', data: { ...ref, at } });
+    expect(spec.given([created]).when(attempt(true, 100))).toEqual({ events: [succeeded(100)] });
+    expect(spec.given([created, succeeded(100)]).when(attempt(true, 100))).toEqual({ events: [] });
+    expect(spec.given([created, succeeded(100)]).when(attempt(true, 101))).toEqual({ events: [succeeded(101)] });
+    expect(spec.given([created, succeeded(100), failed(100)]).when(attempt(true, 100))).toEqual({ events: [succeeded(100)] });
+  });
+
   it('re-enabling resets the failure count, so 10 more failures are needed to disable again', () => {
     const disabled: WebhookEvent = { type: 'WebhookDisabled', data: { ...ref, reason: 'consecutive_failures' } };
     const enabled: WebhookEvent = { type: 'WebhookEnabled', data: ref };

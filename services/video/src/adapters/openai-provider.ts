@@ -1,5 +1,5 @@
 import type { VideoFailureCode, VideoModel } from '@oc/contracts';
-import type { GenerationJob, StartedGeneration, UpstreamFailure, UpstreamStatus, VideoProvider } from '../application/ports';
+import type { GeneratedVideo, GenerationJob, StartedGeneration, UpstreamFailure, UpstreamStatus, VideoProvider } from '../application/ports';
 
 export interface OpenAiProviderOptions {
   /** e.g. `https://api.openai.com/v1` */
@@ -50,8 +50,8 @@ export class OpenAiVideoProvider implements VideoProvider {
 
   constructor(private readonly options: OpenAiProviderOptions) {}
 
-  get pollIntervalMs() {
-    return this.options.pollIntervalMs;
+  nextPollAt(_job: GenerationJob, _started: StartedGeneration, now: number): number {
+    return now + this.options.pollIntervalMs;
   }
 
   private async call(path: string, init: RequestInit = {}): Promise<Response> {
@@ -101,8 +101,8 @@ export class OpenAiVideoProvider implements VideoProvider {
     }
   }
 
-  async download(_job: GenerationJob, started: StartedGeneration): Promise<Buffer> {
+  async download(_job: GenerationJob, started: StartedGeneration): Promise<GeneratedVideo> {
     const res = await this.call(`/videos/${encodeURIComponent(started.upstreamId)}/content?variant=video`);
-    return Buffer.from(await res.arrayBuffer());
+    return { kind: 'bytes', video: Buffer.from(await res.arrayBuffer()) };
   }
 }

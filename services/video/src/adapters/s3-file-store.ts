@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import type { FileStore } from '../application/ports';
 
@@ -33,6 +34,10 @@ export class S3FileStore implements FileStore {
 
   async put(key: string, bytes: Buffer): Promise<void> {
     await this.s3.send(new PutObjectCommand({ Bucket: this.options.bucket, Key: key, Body: bytes, ContentLength: bytes.length }));
+  }
+
+  async putFile(key: string, path: string): Promise<void> {
+    await this.put(key, await readFile(path));
   }
 
   async size(key: string): Promise<number | null> {

@@ -1,5 +1,5 @@
 import { VIDEO_FAILURE_CODES, type VideoFailureCode } from '@oc/contracts';
-import type { GenerationJob, Renderer, StartedGeneration, UpstreamStatus, VideoProvider } from '../application/ports';
+import type { GeneratedVideo, GenerationJob, Renderer, StartedGeneration, UpstreamStatus, VideoProvider } from '../application/ports';
 
 /** `[sim:fail=<code>]` in a prompt makes the simulated job fail with that code (for tests and demos). */
 const FAIL_DIRECTIVE = /\[sim:fail=([a-z_]+)\]/;
@@ -23,7 +23,9 @@ const FAILURE_MESSAGES: Record<VideoFailureCode, string> = {
 
 /**
  * The embedded upstream: progress follows the injected clock from the start time recorded on the
- * video stream, so a job resumes where it was after a restart. Completion renders a real MP4.
+ * video stream, so a job resumes where it was after a restart. A job is polled every `pollIntervalMs`,
+ * and once more exactly when it is due to finish (or fail); with a duration of 0 it is finished as soon
+ * as it has started. Completion serves the renderer's clip of that size and length.
  */
 export class SimulatedProvider implements VideoProvider {
   readonly name = 'simulator';
@@ -32,16 +34,22 @@ export class SimulatedProvider implements VideoProvider {
     private readonly options: { durationMs: number; pollIntervalMs: number; renderer: Renderer },
   ) {}
 
-  get pollIntervalMs() {
-    return this.options.pollIntervalMs;
-  }
-
   async start(job: GenerationJob, now: number): Promise<StartedGeneration> {
     return { upstreamId: `sim_${job.videoId}`, startedAt: now };
   }
 
+  /** The next poll interval, or sooner when the job finishes (or fails) before that. */
+  nextPollAt(job: GenerationJob, started: StartedGeneration, now: number): number {
+    const { durationMs, pollIntervalMs } = this.options;
+    const next = now + pollIntervalMs;
+    if (job.prompt.includes(STALL_DIRECTIVE) && !simulatedFailure(job.prompt)) return next;
+    const endsAt = started.startedAt + (simulatedFailure(job.prompt) ? FAIL_AT : 1) * durationMs;
+    return Math.min(next, Math.max(now, Math.ceil(endsAt)));
+  }
+
   async poll(job: GenerationJob, started: StartedGeneration, now: number): Promise<UpstreamStatus> {
-    const fraction = (now - started.startedAt) / this.options.durationMs;
+    const { durationMs } = this.options;
+    const fraction = durationMs > 0 ? (now - started.startedAt) / durationMs : 1;
     const failure = simulatedFailure(job.prompt);
     if (failure && fraction >= FAIL_AT) return { status: 'failed', code: failure, message: FAILURE_MESSAGES[failure] };
     if (job.prompt.includes(STALL_DIRECTIVE)) return { status: 'in_progress', progress: Math.min(50, Math.floor(fraction * 100)) };
@@ -49,7 +57,7 @@ export class SimulatedProvider implements VideoProvider {
     return { status: 'in_progress', progress: Math.floor(fraction * 100) };
   }
 
-  download(job: GenerationJob): Promise<Buffer> {
-    return this.options.renderer.clip(job.size, job.seconds);
+  async download(job: GenerationJob): Promise<GeneratedVideo> {
+    return { kind: 'files', ...(await this.options.renderer.clip(job.size, job.seconds)) };
   }
 }

@@ -1,10 +1,11 @@
-import { ApiError, type Clock, type VideoFailureCode } from '@oc/contracts';
-import { aggregateStream, type CommandHandler, type EventStore } from '@oc/eventstore';
+import { ApiError, type Clock, type VideoEvent, type VideoFailureCode } from '@oc/contracts';
+import type { CommandHandler, EventStore } from '@oc/eventstore';
 import type { ProjectionRunner, ReadModelStore } from '@oc/readmodel';
 import type { Logger } from 'pino';
-import { type ActiveVideo, settlementDue, type VideoCommand, videoDecider, videoStream } from '../domain/video';
+import { type ActiveVideo, settlementDue, type VideoCommand, videoDecider, type VideoState, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
-import type { Billing, FileStore, GenerationJob, Renderer, Scheduler, VideoProvider } from './ports';
+import type { Billing, FileStore, GeneratedVideo, GenerationJob, Renderer, Scheduler, VideoProvider } from './ports';
+import { StreamStates } from './stream-states';
 
 export interface JobTimings {
   /** A job still unfinished this long after it was queued fails with `timeout`. */
@@ -44,12 +45,19 @@ export const ABANDONED_CREATE_MS = 60_000;
 
 /**
  * Drives every unfinished video from its stream: generation, settlement of its reservation, then the
- * storage lifecycle. Each step loads the stream, does one thing, appends what happened and schedules
+ * storage lifecycle. Each step loads the stream, does what is due now, appends what happened and schedules
  * the next, so a restart simply resumes from the stream; billing calls are idempotent on the video id,
  * so a step repeated after a crash never charges or refunds twice.
  */
 export class VideoJobs {
-  constructor(private readonly deps: JobDeps) {}
+  /** Streams as of their last step: a step reads only what was appended since. */
+  private readonly states: StreamStates<VideoState, VideoEvent>;
+  /** Per video, the last position a running step appended and the read model has not been waited for. */
+  private readonly unprojected = new Map<string, number>();
+
+  constructor(private readonly deps: JobDeps) {
+    this.states = new StreamStates(deps.eventStore, videoDecider);
+  }
 
   track(videoId: string, atMs = this.deps.clock.now()): void {
     this.deps.scheduler.schedule(videoId, atMs, () => this.step(videoId));
@@ -70,18 +78,34 @@ export class VideoJobs {
 
   async step(videoId: string): Promise<void> {
     try {
-      const { state } = await aggregateStream(this.deps.eventStore, videoStream(videoId), videoDecider);
-      if (state.status === 'absent') return;
-      if (settlementDue(state)) await this.settle(state);
-      if (state.deleted) return;
-      const now = this.deps.clock.now();
-      if (state.status === 'requested') await this.rejectIfAbandoned(state, now);
-      else if (state.status === 'queued' || state.status === 'in_progress') await this.advance(state, now);
-      else if (state.status === 'completed') await this.manageStorage(state, now);
+      await this.due(videoId);
+      await this.projected(videoId);
     } catch (error) {
+      this.unprojected.delete(videoId);
+      this.states.forget(videoStream(videoId));
       this.deps.logger.warn({ err: error, videoId }, 'video step failed; will retry');
       this.track(videoId, this.deps.clock.now() + this.deps.timings.retryMs);
     }
+  }
+
+  /** What is due now for this video. */
+  private async due(videoId: string): Promise<void> {
+    const state = await this.states.load(videoStream(videoId));
+    if (state.status === 'absent') return;
+    if (settlementDue(state)) await this.settle(state);
+    if (state.deleted) return;
+    const now = this.deps.clock.now();
+    if (state.status === 'requested') await this.rejectIfAbandoned(state, now);
+    else if (state.status === 'queued' || state.status === 'in_progress') await this.advance(state, now);
+    else if (state.status === 'completed') await this.manageStorage(state, now);
+  }
+
+  /** Read-your-writes once per step (not per append): what the step recorded is visible when it ends. */
+  private async projected(videoId: string): Promise<void> {
+    const position = this.unprojected.get(videoId);
+    if (position === undefined) return;
+    this.unprojected.delete(videoId);
+    await this.deps.projections.waitFor(position);
   }
 
   /** Captures a completed video's reservation or releases a failed or cancelled one, then records it. */
@@ -110,6 +134,10 @@ export class VideoJobs {
     return state.upstream?.provider === simulator.name ? simulator : live;
   }
 
+  /**
+   * Starts the job upstream, or polls it, at most once each per step: a job whose next poll is already due
+   * when it has started (the simulator with a duration of 0) is polled, and completed, in the same step.
+   */
   private async advance(state: ActiveVideo, now: number): Promise<void> {
     const { timings } = this.deps;
     if (now - state.queuedAt >= timings.jobTimeoutMs) {
@@ -124,40 +152,62 @@ export class VideoJobs {
       seconds: state.seconds,
       size: state.size,
     };
-    const next = () => this.track(state.videoId, now + provider.pollIntervalMs);
-    if (!state.upstream) {
-      const started = await provider.start(job, now);
-      if ('status' in started) return this.fail(state, started.code, started.message);
-      await this.apply(state.videoId, {
+    let started = state.upstream && { upstreamId: state.upstream.id, startedAt: state.upstream.startedAt };
+    if (!started) {
+      const answer = await provider.start(job, now);
+      if ('status' in answer) return this.fail(state, answer.code, answer.message);
+      started = answer;
+      const running = await this.apply(state.videoId, {
         type: 'StartGeneration',
         provider: provider.name,
         upstreamId: started.upstreamId,
         now: started.startedAt,
       });
-      return next();
+      const pollAt = provider.nextPollAt(job, started, now);
+      if (pollAt > now) return this.track(state.videoId, pollAt);
+      if (running.status !== 'in_progress') return this.track(state.videoId);
+      state = running;
     }
-    const started = { upstreamId: state.upstream.id, startedAt: state.upstream.startedAt };
     const status = await provider.poll(job, started, now);
     switch (status.status) {
       case 'in_progress':
         await this.apply(state.videoId, { type: 'ReportProgress', progress: status.progress });
-        return next();
+        return this.track(state.videoId, provider.nextPollAt(job, started, now));
       case 'failed':
         return this.fail(state, status.code, status.message);
       case 'completed': {
-        const video = await provider.download(job, started);
-        const thumbnail = await this.deps.renderer.thumbnail(video);
-        await this.deps.temporary.put(fileKey(state, 'video'), video);
-        await this.deps.temporary.put(fileKey(state, 'thumbnail'), thumbnail);
+        const bytes = await this.store(state, await provider.download(job, started));
         await this.apply(state.videoId, {
           type: 'CompleteGeneration',
-          bytes: video.length,
+          bytes,
           url: this.deps.contentUrl(state.videoId),
           now: this.deps.clock.now(),
         });
         return this.track(state.videoId);
       }
     }
+  }
+
+  /** Puts the video and its still in temporary storage: a rendered clip's files are linked, not copied. */
+  private async store(state: ActiveVideo, output: GeneratedVideo): Promise<number> {
+    const { temporary, renderer } = this.deps;
+    if (output.kind === 'files') {
+      try {
+        await Promise.all([
+          temporary.putFile(fileKey(state, 'video'), output.video),
+          temporary.putFile(fileKey(state, 'thumbnail'), output.thumbnail),
+        ]);
+      } catch (error) {
+        // The rendered files are gone (their directory was cleared): the retried step renders them again.
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') renderer.forget(state.size, state.seconds);
+        throw error;
+      }
+      return output.bytes;
+    }
+    const thumbnail = await renderer.thumbnail(output.video);
+    await temporary.put(fileKey(state, 'video'), output.video);
+    await temporary.put(fileKey(state, 'thumbnail'), thumbnail);
+    return output.video.length;
   }
 
   private async fail(state: ActiveVideo, code: VideoFailureCode, message: string): Promise<void> {
@@ -189,8 +239,13 @@ export class VideoJobs {
     for (const variant of variants) await temporary.remove(fileKey(state, variant));
   }
 
-  private async apply(videoId: string, command: VideoCommand): Promise<void> {
+  /** Appends what the command decides; the read model is waited for once, at the end of the step. */
+  private async apply(videoId: string, command: VideoCommand): Promise<VideoState> {
     const result = await this.deps.commands.handle(videoStream(videoId), videoDecider, command);
-    if (result.appended) await this.deps.projections.waitFor(result.appended.position);
+    if (result.appended) {
+      this.states.remember(videoStream(videoId), result.state, result.appended.nextExpectedRevision);
+      this.unprojected.set(videoId, result.appended.position);
+    }
+    return result.state;
   }
 }

@@ -22,21 +22,35 @@ export interface UpstreamFailure {
 
 export type UpstreamStatus = { status: 'in_progress'; progress: number } | { status: 'completed' } | UpstreamFailure;
 
+/**
+ * A finished video: the MP4's bytes as an upstream sent them (the job makes the thumbnail), or files the
+ * provider already has on local disk, its MP4 and WebP still, which are never modified once written.
+ */
+export type GeneratedVideo = { kind: 'bytes'; video: Buffer } | ({ kind: 'files' } & RenderedClip);
+
 /** An upstream video generator: the simulator, or an OpenAI-compatible Videos API. */
 export interface VideoProvider {
   readonly name: string;
-  /** How often a running job is polled. */
-  readonly pollIntervalMs: number;
   /** A refusal the upstream gives at once (policy, quota) fails the job; an outage throws and is retried. */
   start(job: GenerationJob, now: number): Promise<StartedGeneration | UpstreamFailure>;
+  /**
+   * When a running job is next worth polling, after a poll (or the start) at `now`: a time not after `now`
+   * means at once, in the same step.
+   */
+  nextPollAt(job: GenerationJob, started: StartedGeneration, now: number): number;
   poll(job: GenerationJob, started: StartedGeneration, now: number): Promise<UpstreamStatus>;
-  /** The finished MP4. */
-  download(job: GenerationJob, started: StartedGeneration): Promise<Buffer>;
+  /** The finished video. */
+  download(job: GenerationJob, started: StartedGeneration): Promise<GeneratedVideo>;
 }
 
 /** A place files live: the temporary (upstream) area or permanent object storage. */
 export interface FileStore {
   put(key: string, bytes: Buffer): Promise<void>;
+  /**
+   * Stores the content of a local file that is never modified afterwards; a local store links it rather
+   * than copying it where the file system allows.
+   */
+  putFile(key: string, path: string): Promise<void>;
   /** Byte size, or null when there is no such file. */
   size(key: string): Promise<number | null>;
   read(key: string, offset: number, length: number): Promise<Buffer>;
@@ -57,8 +71,22 @@ export interface Billing {
   release(orgId: string, videoId: string): Promise<Reply<unknown>>;
 }
 
-/** Renders a playable MP4 and derives a still from one. */
+/** A rendered clip on local disk: both files are complete and never modified once they exist. */
+export interface RenderedClip {
+  /** Path of the MP4. */
+  video: string;
+  /** Path of the WebP still of its first frame. */
+  thumbnail: string;
+  /** Size of the MP4 in bytes. */
+  bytes: number;
+}
+
+/** Renders a playable MP4 (with its still) and derives a still from any MP4. */
 export interface Renderer {
-  clip(size: VideoSize, seconds: VideoSeconds): Promise<Buffer>;
+  /** The clip of this size and length; each is rendered once and kept. */
+  clip(size: VideoSize, seconds: VideoSeconds): Promise<RenderedClip>;
+  /** A WebP still of the first frame of an MP4 (an upstream's video). */
   thumbnail(mp4: Buffer): Promise<Buffer>;
+  /** The clip's files turned out to be missing from disk: the next `clip` looks (and renders) again. */
+  forget(size: VideoSize, seconds: VideoSeconds): void;
 }

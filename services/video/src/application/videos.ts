@@ -166,7 +166,8 @@ export class VideoService {
     const videoId = this.deps.ids.next('video_');
     const costMicros = videoPriceMicros(this.deps.prices, request.model, request.size, request.seconds);
     // Recorded before billing is asked, so that a reservation whose create never finished is found and released.
-    await this.apply(videoId, {
+    // Not waited for in the read model: the wait for the acceptance below covers it.
+    await this.append(videoId, {
       type: 'RequestVideo',
       orgId: caller.org_id,
       videoId,
@@ -189,18 +190,28 @@ export class VideoService {
         throw new ApiError(reply.error);
       }
     }
+    let accepted: number | undefined;
     try {
-      await this.apply(videoId, { type: 'AcceptVideo' });
+      accepted = await this.append(videoId, { type: 'AcceptVideo' });
     } finally {
-      // Accepted: the job starts. Not recorded: the job step releases the reservation as abandoned.
+      // Accepted: the job starts at once, while this answer waits for the read model. Not recorded: the job
+      // step releases the reservation as abandoned.
       this.deps.jobs.track(videoId);
     }
+    if (accepted !== undefined) await this.deps.projections.waitFor(accepted);
     return this.firstResponse((await this.videos.findOne({ _id: videoId }))!);
   }
 
-  private async apply(videoId: string, command: VideoCommand): Promise<void> {
+  /** Appends what the command decides; the global position of its last event, if it appended any. */
+  private async append(videoId: string, command: VideoCommand): Promise<number | undefined> {
     const result = await this.deps.commands.handle(videoStream(videoId), videoDecider, command);
-    if (result.appended) await this.deps.projections.waitFor(result.appended.position);
+    return result.appended?.position;
+  }
+
+  /** Appends, then waits until the read model shows it (read-your-writes). */
+  private async apply(videoId: string, command: VideoCommand): Promise<void> {
+    const position = await this.append(videoId, command);
+    if (position !== undefined) await this.deps.projections.waitFor(position);
   }
 
   /** Missing, deleted and other organizations' videos are all the same 404. */

@@ -37,8 +37,9 @@ interface Task {
 
 /**
  * Keeps the due time of every pending delivery in memory (rebuilt from the event-sourced deliveries at
- * start), sleeps on one timer until the earliest, and runs due attempts under two bounds: overall and
- * per endpoint. A task waiting for its endpoint's lane never blocks the tasks of other endpoints.
+ * start), sleeps on one timer until the earliest (a delivery due already starts on the next turn of the
+ * event loop, without a timer), and runs due attempts under two bounds: overall and per endpoint. A task
+ * waiting for its endpoint's lane never blocks the tasks of other endpoints.
  */
 export class DeliveryScheduler {
   private readonly waiting = new Map<string, Task & { at: number }>();
@@ -47,6 +48,7 @@ export class DeliveryScheduler {
   private readonly perEndpoint = new Map<string, number>();
   private readonly inFlight = new Set<Promise<void>>();
   private cancelTimer: (() => void) | undefined;
+  private immediate: ReturnType<typeof setImmediate> | undefined;
   private stopped = false;
 
   constructor(private readonly options: SchedulerOptions) {}
@@ -66,6 +68,7 @@ export class DeliveryScheduler {
   async stop(): Promise<void> {
     this.stopped = true;
     this.cancelTimer?.();
+    if (this.immediate) clearImmediate(this.immediate);
     this.waiting.clear();
     this.ready.length = 0;
     await Promise.allSettled([...this.inFlight]);
@@ -77,7 +80,18 @@ export class DeliveryScheduler {
     let earliest = Infinity;
     for (const task of this.waiting.values()) if (!this.queued.has(task.deliveryId)) earliest = Math.min(earliest, task.at);
     if (earliest === Infinity) return;
-    this.cancelTimer = this.options.timers.after(earliest - this.options.clock.now(), () => this.release());
+    const wait = earliest - this.options.clock.now();
+    // Due already (a new delivery's first attempt): on the next turn of the event loop, not through a timer.
+    if (wait <= 0) return this.soon();
+    this.cancelTimer = this.options.timers.after(wait, () => this.release());
+  }
+
+  private soon(): void {
+    if (this.immediate || this.stopped) return;
+    this.immediate = setImmediate(() => {
+      this.immediate = undefined;
+      if (!this.stopped) this.release();
+    });
   }
 
   private release(): void {

@@ -120,7 +120,11 @@ function decide(command: WebhookCommand, state: WebhookState): WebhookEvent[] {
     case 'RecordAttempt': {
       if (state.status !== 'present') return [];
       const ref = { webhook_id: state.webhookId, org_id: state.orgId };
-      if (command.success) return [{ type: 'WebhookAttemptSucceeded', data: { ...ref, at: command.at } }];
+      if (command.success) {
+        // Another success in the same second as the last one, with no failure since, changes nothing.
+        if (state.failureCount === 0 && state.lastSuccessAt === command.at) return [];
+        return [{ type: 'WebhookAttemptSucceeded', data: { ...ref, at: command.at } }];
+      }
       const failed: WebhookEvent = { type: 'WebhookAttemptFailed', data: { ...ref, at: command.at } };
       const disable = state.isActive && state.failureCount + 1 >= command.disableAfterFailures;
       return disable ? [failed, { type: 'WebhookDisabled', data: { ...ref, reason: 'consecutive_failures' } }] : [failed];
