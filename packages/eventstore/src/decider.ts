@@ -73,7 +73,7 @@ export class CommandHandler {
     return this.mutex.run(streamName, async () => {
       const maxAttempts = this.options.maxAttempts ?? 5;
       for (let attempt = 1; ; attempt++) {
-        const { state, revision } = await this.load(streamName, decider, attempt > 1);
+        const { state, revision } = await this.read(streamName, decider, attempt > 1);
         const events = decider.decide(command, state);
         if (events.length === 0) return { state, events };
         const toAppend: NewEvent[] = events.map((e) => ({
@@ -95,10 +95,21 @@ export class CommandHandler {
     });
   }
 
-  /** The cached state, or (when there is none, or after a conflict) the stream read since the cached revision. */
-  private async load<State, Event extends DomainEvent>(
+  /**
+   * A stream's state as of its last event: the kept state and the events appended since (by anyone), read
+   * one stream at a time like commands. Callers must not change it; commands keep evolving it.
+   */
+  load<State, Event extends DomainEvent>(
     streamName: string,
-    decider: Decider<State, never, Event>,
+    decider: Pick<Decider<State, never, Event>, 'evolve' | 'initialState'>,
+  ): Promise<State> {
+    return this.mutex.run(streamName, async () => (await this.read(streamName, decider, true)).state);
+  }
+
+  /** The kept state, or (when there is none, or `refresh`) the events read since its revision applied to it. */
+  private async read<State, Event extends DomainEvent>(
+    streamName: string,
+    decider: Pick<Decider<State, never, Event>, 'evolve' | 'initialState'>,
     refresh: boolean,
   ): Promise<{ state: State; revision: number | 'no_stream' }> {
     const cached = this.states.get(streamName);

@@ -1,11 +1,10 @@
-import { ApiError, type Clock, type VideoEvent, type VideoFailureCode } from '@oc/contracts';
+import { ApiError, type Clock, type VideoFailureCode } from '@oc/contracts';
 import type { CommandHandler, EventStore } from '@oc/eventstore';
 import type { ProjectionRunner, ReadModelStore } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { type ActiveVideo, settlementDue, type VideoCommand, videoDecider, type VideoState, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
 import type { Billing, FileStore, GeneratedVideo, GenerationJob, Renderer, Scheduler, VideoProvider } from './ports';
-import { StreamStates } from './stream-states';
 
 export interface JobTimings {
   /** A job still unfinished this long after it was queued fails with `timeout`. */
@@ -51,12 +50,10 @@ export const ABANDONED_CREATE_MS = 60_000;
  */
 export class VideoJobs {
   /** Streams as of their last step: a step reads only what was appended since. */
-  private readonly states: StreamStates<VideoState, VideoEvent>;
   /** Per video, the last position a running step appended and the read model has not been waited for. */
   private readonly unprojected = new Map<string, number>();
 
   constructor(private readonly deps: JobDeps) {
-    this.states = new StreamStates(deps.eventStore, videoDecider);
   }
 
   track(videoId: string, atMs = this.deps.clock.now()): void {
@@ -82,7 +79,6 @@ export class VideoJobs {
       await this.projected(videoId);
     } catch (error) {
       this.unprojected.delete(videoId);
-      this.states.forget(videoStream(videoId));
       this.deps.logger.warn({ err: error, videoId }, 'video step failed; will retry');
       this.track(videoId, this.deps.clock.now() + this.deps.timings.retryMs);
     }
@@ -90,7 +86,7 @@ export class VideoJobs {
 
   /** What is due now for this video. */
   private async due(videoId: string): Promise<void> {
-    const state = await this.states.load(videoStream(videoId));
+    const state = await this.deps.commands.load(videoStream(videoId), videoDecider);
     if (state.status === 'absent') return;
     if (settlementDue(state)) await this.settle(state);
     if (state.deleted) return;
@@ -242,10 +238,7 @@ export class VideoJobs {
   /** Appends what the command decides; the read model is waited for once, at the end of the step. */
   private async apply(videoId: string, command: VideoCommand): Promise<VideoState> {
     const result = await this.deps.commands.handle(videoStream(videoId), videoDecider, command);
-    if (result.appended) {
-      this.states.remember(videoStream(videoId), result.state, result.appended.nextExpectedRevision);
-      this.unprojected.set(videoId, result.appended.position);
-    }
+    if (result.appended) this.unprojected.set(videoId, result.appended.position);
     return result.state;
   }
 }

@@ -13,12 +13,11 @@ import type { ReadModelStore } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import type { WebhookRequest, WebhookSender } from '../adapters/http-sender';
 import type { SecretBox } from '../adapters/secret-box';
-import { type DeliveryCommand, deliveryDecider, type DeliveryEvent, type DeliveryState, deliveryStream } from '../domain/delivery';
+import { type DeliveryCommand, deliveryDecider, deliveryStream } from '../domain/delivery';
 import { serviceSignature, standardWebhookSignature } from '../domain/signature';
-import { type Webhook, type WebhookCommand, webhookDecider, type WebhookEvent, type WebhookState, webhookStream } from '../domain/webhook';
+import { type Webhook, type WebhookCommand, webhookDecider, webhookStream } from '../domain/webhook';
 import { Collections, type DeliveryDoc, type WebhookDoc } from '../projections/documents';
 import { DeliveryScheduler, type Timers } from './scheduler';
-import { StreamStates } from './stream-states';
 
 export interface DeliveryPolicy {
   /** Delay before each attempt, the first usually 0: "at once, then after 1 s, 5 s and 25 s". */
@@ -92,12 +91,8 @@ export class Deliveries {
    * Streams as of the last attempt: an attempt reads only what was appended since. A webhook's stream
    * grows with every attempt it records, so reading it whole would cost more with every delivery.
    */
-  private readonly deliveries: StreamStates<DeliveryState, DeliveryEvent>;
-  private readonly webhooks: StreamStates<WebhookState, WebhookEvent>;
 
   constructor(private readonly deps: DeliveryDeps) {
-    this.deliveries = new StreamStates(deps.eventStore, deliveryDecider);
-    this.webhooks = new StreamStates(deps.eventStore, webhookDecider, 1_000);
     this.scheduler = new DeliveryScheduler({
       clock: deps.clock,
       timers: deps.timers,
@@ -172,17 +167,17 @@ export class Deliveries {
 
   async attempt(deliveryId: string): Promise<void> {
     const { clock, policy } = this.deps;
-    const state = await this.deliveries.load(deliveryStream(deliveryId));
-    if (state.status !== 'pending' || state.nextAttemptAt === null) return this.deliveries.forget(deliveryStream(deliveryId));
+    const state = await this.deps.commands.load(deliveryStream(deliveryId), deliveryDecider);
+    if (state.status !== 'pending' || state.nextAttemptAt === null) return;
     if (state.nextAttemptAt > clock.now()) {
       this.scheduler.schedule(deliveryId, state.webhookId, state.nextAttemptAt);
       return;
     }
-    const webhook = await this.webhooks.load(webhookStream(state.webhookId));
+    const webhook = await this.deps.commands.load(webhookStream(state.webhookId), webhookDecider);
     if (webhook.status !== 'present' || !webhook.isActive) {
       const reason = webhook.status === 'present' ? 'webhook_inactive' : 'webhook_deleted';
       await this.delivery({ type: 'AbandonDelivery', deliveryId, at: clock.now(), reason });
-      return this.deliveries.forget(deliveryStream(deliveryId));
+      return;
     }
     const attempt = state.attempts + 1;
     const nowSeconds = unixSeconds(clock.now());
@@ -207,24 +202,17 @@ export class Deliveries {
     });
     const next = recorded.state;
     if (next.status === 'pending' && next.nextAttemptAt !== null) this.scheduler.schedule(deliveryId, state.webhookId, next.nextAttemptAt);
-    else this.deliveries.forget(deliveryStream(deliveryId));
   }
 
   stop(): Promise<void> {
     return this.scheduler.stop();
   }
 
-  private async delivery(command: DeliveryCommand) {
-    const stream = deliveryStream(command.deliveryId);
-    const result = await this.deps.commands.handle(stream, deliveryDecider, command);
-    if (result.appended) this.deliveries.remember(stream, result.state, result.appended.nextExpectedRevision);
-    return result;
+  private delivery(command: DeliveryCommand) {
+    return this.deps.commands.handle(deliveryStream(command.deliveryId), deliveryDecider, command);
   }
 
-  private async webhook(command: WebhookCommand) {
-    const stream = webhookStream(command.webhookId);
-    const result = await this.deps.commands.handle(stream, webhookDecider, command);
-    if (result.appended) this.webhooks.remember(stream, result.state, result.appended.nextExpectedRevision);
-    return result;
+  private webhook(command: WebhookCommand) {
+    return this.deps.commands.handle(webhookStream(command.webhookId), webhookDecider, command);
   }
 }
