@@ -8,7 +8,8 @@ import type { Options } from 'tsup';
  * does not see them: each is copied beside a bundle that contains the module that starts it.
  */
 const WORKERS: Record<string, string> = {
-  'packages/eventstore/src/sqlite.ts': 'sqlite-writer.mjs',
+  'packages/eventstore/src/sqlite.ts': 'eventstore-writer.mjs',
+  'packages/readmodel/src/sqlite.ts': 'readmodel-writer.mjs',
 };
 
 const packageName = (specifier: string) =>

@@ -2,3 +2,4 @@ export * from './port';
 export * from './decider';
 export * from './sqlite';
 export * from './kurrentdb';
+export { startWorker, type WorkerCalls } from './worker-calls';

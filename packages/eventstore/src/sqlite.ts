@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
-import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { systemClock, type Clock } from '@oc/contracts';
 import {
@@ -18,7 +16,8 @@ import {
   type Subscription,
 } from './port';
 import { DEFAULT_MAX_BATCH, EventQueue } from './queue';
-import { type CommitOutcome, createWriter, openDatabase, type PendingRows } from './sqlite-writer.mjs';
+import { startWorker } from './worker-calls';
+import { type CommitOutcome, createWriter, openDatabase, type PendingRows } from './eventstore-writer.mjs';
 
 export interface SqliteEventStoreOptions {
   /** A file path, or `:memory:` for a private database that lives as long as the store. */
@@ -72,53 +71,23 @@ function inThisThread(db: Database.Database): WriteSide {
   };
 }
 
-/** The writer in a worker thread; it keeps the process alive only while a commit is on its way. */
+/** The writer in a worker thread. */
 function inWorker(filename: string, busyTimeoutMs: number): WriteSide {
-  const worker = new Worker(new URL('./sqlite-writer.mjs', import.meta.url), {
-    workerData: { role: 'oc-sqlite-event-writer', filename, busyTimeoutMs },
-  });
-  worker.unref();
-  const calls = new Map<number, { resolve(result: unknown): void; reject(error: unknown): void }>();
-  let nextId = 0;
-  let stopped: Error | undefined;
-  const stop = (error: Error) => {
-    stopped ??= error;
-    for (const call of calls.values()) call.reject(stopped);
-    calls.clear();
-  };
-  worker.on('message', ({ id, result, error }: { id: number; result?: unknown; error?: string }) => {
-    const call = calls.get(id);
-    calls.delete(id);
-    if (calls.size === 0) worker.unref();
-    if (error === undefined) call?.resolve(result);
-    else call?.reject(new Error(error));
-  });
-  worker.on('error', stop);
-  worker.on('exit', () => stop(new Error('The event store writer has stopped')));
-  const call = <T>(message: Record<string, unknown>) =>
-    new Promise<T>((resolve, reject) => {
-      if (stopped) return reject(stopped);
-      const id = nextId++;
-      if (calls.size === 0) worker.ref();
-      calls.set(id, { resolve: resolve as (result: unknown) => void, reject });
-      worker.postMessage({ ...message, id });
-    });
+  const worker = startWorker(
+    new URL('./eventstore-writer.mjs', import.meta.url),
+    { role: 'oc-sqlite-event-writer', filename, busyTimeoutMs },
+    'event store writer',
+  );
   return {
     commit: (batch, created) =>
-      call<CommitOutcome[]>({
+      worker.call<CommitOutcome[]>({
         kind: 'commit',
         // Only the data crosses to the worker (a pending append also holds its promise's callbacks).
         batch: batch.map(({ streamName, rows, expected }) => ({ streamName, rows, expected })),
         created,
       }),
-    storeCheckpoint: (name, position) => call<void>({ kind: 'checkpoint', name, position }),
-    close: async () => {
-      if (stopped) return;
-      const exited = once(worker, 'exit');
-      worker.ref();
-      worker.postMessage({ kind: 'close' });
-      await exited;
-    },
+    storeCheckpoint: (name, position) => worker.call<void>({ kind: 'checkpoint', name, position }),
+    close: () => worker.close(),
   };
 }
 
@@ -153,7 +122,8 @@ export class SqliteEventStore implements EventStore {
   private readonly newId: () => string;
   private readonly pollIntervalMs: number;
   private readonly writer: WriteSide;
-  private readonly selectStream: Database.Statement<[string, number, number], EventRow>;
+  private readonly selectStream: Database.Statement<[string, number], EventRow>;
+  private readonly selectStreamPage: Database.Statement<[string, number, number], EventRow>;
   private readonly selectAll: Database.Statement<[number, number], EventRow>;
   private readonly selectBetween: Database.Statement<[number, number], EventRow>;
   private readonly selectCheckpoint: Database.Statement<[string], number>;
@@ -174,9 +144,9 @@ export class SqliteEventStore implements EventStore {
     const busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
     this.db = openDatabase(options.filename, busyTimeoutMs);
     this.writer = options.filename === ':memory:' ? inThisThread(this.db) : inWorker(options.filename, busyTimeoutMs);
-    this.selectStream = this.db.prepare(
-      'SELECT * FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?',
-    );
+    // Without a bound LIMIT when none is asked for: a bound one slows every lookup (measured, read models).
+    this.selectStream = this.db.prepare('SELECT * FROM events WHERE stream = ? AND revision >= ? ORDER BY revision');
+    this.selectStreamPage = this.db.prepare('SELECT * FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?');
     this.selectAll = this.db.prepare('SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?');
     this.selectBetween = this.db.prepare('SELECT * FROM events WHERE position > ? AND position < ? ORDER BY position');
     this.selectCheckpoint = this.db.prepare<[string], number>('SELECT position FROM checkpoints WHERE name = ?').pluck();
@@ -208,8 +178,10 @@ export class SqliteEventStore implements EventStore {
   }
 
   async readStream(streamName: string, options: ReadStreamOptions = {}): Promise<StoredEvent[]> {
-    // LIMIT -1 is SQLite for "no limit".
-    return this.selectStream.all(streamName, options.fromRevision ?? 0, options.maxCount ?? -1).map(toStored);
+    const from = options.fromRevision ?? 0;
+    const rows =
+      options.maxCount === undefined ? this.selectStream.all(streamName, from) : this.selectStreamPage.all(streamName, from, options.maxCount);
+    return rows.map(toStored);
   }
 
   async readAll(options: ReadAllOptions): Promise<StoredEvent[]> {

@@ -1,0 +1,52 @@
+import { once } from 'node:events';
+import { Worker } from 'node:worker_threads';
+
+/** Requests to a worker thread that answers `{id, result}` or `{id, error}` to each `{id, …}` it is sent. */
+export interface WorkerCalls {
+  call<T>(message: Record<string, unknown>): Promise<T>;
+  /** Sends `{kind: 'close'}` and waits for the worker to exit. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a worker that keeps the process alive only while a call is on its way, so an open store never
+ * holds a finished program up. Once the worker stops (an error, an exit), every call fails.
+ */
+export function startWorker(url: URL, workerData: unknown, name: string): WorkerCalls {
+  const worker = new Worker(url, { workerData });
+  worker.unref();
+  const calls = new Map<number, { resolve(result: unknown): void; reject(error: unknown): void }>();
+  let nextId = 0;
+  let stopped: Error | undefined;
+  const stop = (error: Error) => {
+    stopped ??= error;
+    for (const call of calls.values()) call.reject(stopped);
+    calls.clear();
+  };
+  worker.on('message', ({ id, result, error }: { id: number; result?: unknown; error?: string }) => {
+    const call = calls.get(id);
+    calls.delete(id);
+    if (calls.size === 0) worker.unref();
+    if (error === undefined) call?.resolve(result);
+    else call?.reject(new Error(error));
+  });
+  worker.on('error', stop);
+  worker.on('exit', () => stop(new Error(`The ${name} has stopped`)));
+  return {
+    call: <T>(message: Record<string, unknown>) =>
+      new Promise<T>((resolve, reject) => {
+        if (stopped) return reject(stopped);
+        const id = nextId++;
+        if (calls.size === 0) worker.ref();
+        calls.set(id, { resolve: resolve as (result: unknown) => void, reject });
+        worker.postMessage({ ...message, id });
+      }),
+    close: async () => {
+      if (stopped) return;
+      const exited = once(worker, 'exit');
+      worker.ref();
+      worker.postMessage({ kind: 'close' });
+      await exited;
+    },
+  };
+}
