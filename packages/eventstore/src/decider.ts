@@ -57,6 +57,7 @@ export interface HandleResult<State, Event> {
  */
 export class CommandHandler {
   private readonly mutex = new KeyedMutex();
+  #lastAppended = -1;
   private readonly states = new Map<string, { decider: unknown; state: unknown; revision: number | 'no_stream' }>();
 
   constructor(
@@ -84,6 +85,7 @@ export class CommandHandler {
         }));
         try {
           const appended = await this.store.appendToStream(streamName, toAppend, { expectedRevision: revision });
+          this.#lastAppended = Math.max(this.#lastAppended, appended.position);
           const next = events.reduce((s, e) => decider.evolve(s, e), state);
           this.remember(streamName, decider, next, appended.nextExpectedRevision);
           return { state: next, events, appended };
@@ -93,6 +95,11 @@ export class CommandHandler {
         }
       }
     });
+  }
+
+  /** Global position of the last event appended through this handler; -1 before the first. */
+  get lastAppended(): number {
+    return this.#lastAppended;
   }
 
   /**

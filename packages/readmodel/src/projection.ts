@@ -1,5 +1,5 @@
 import type { EventStore, StoredEvent, Subscription } from '@oc/eventstore';
-import type { CollectionSpec, Document, DocumentWrite, ReadModelStore } from './port';
+import type { Collection, CollectionSpec, Document, DocumentWrite, ReadModelStore } from './port';
 
 /**
  * A projection's view of one collection during a batch: what it reads includes what it wrote earlier in
@@ -267,4 +267,30 @@ export class ProjectionRunner {
     if (failure) waiter.reject(failure.error);
     else waiter.resolve();
   }
+}
+
+/** What services query: read models, never written but by projections. */
+export interface ReadModels {
+  collection<T extends Document>(name: string): Collection<T>;
+  ping(): Promise<void>;
+}
+
+/**
+ * Read-your-writes at read time: every query first waits until the projections show every event `writer`
+ * has appended (a position known in this process, so usually no wait at all). Writes then answer as soon
+ * as they are stored, and a client that reads after a write's answer still sees it.
+ */
+export function readYourWrites(readModels: ReadModelStore, projections: ProjectionRunner, writer: { readonly lastAppended: number }): ReadModels {
+  const caughtUp = () => projections.waitFor(writer.lastAppended);
+  return {
+    collection<T extends Document>(name: string): Collection<T> {
+      const collection = readModels.collection<T>(name);
+      return {
+        findOne: async (filter) => (await caughtUp(), collection.findOne(filter)),
+        find: async (filter, options) => (await caughtUp(), collection.find(filter, options)),
+        count: async (filter) => (await caughtUp(), collection.count(filter)),
+      };
+    },
+    ping: () => readModels.ping(),
+  };
 }

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SqliteEventStore } from '@oc/eventstore';
 import type { Document } from '../src/port';
 import { SqliteReadModelStore } from '../src/sqlite';
-import { documentProjection, ProjectionRunner, type Projection } from '../src/projection';
+import { documentProjection, ProjectionRunner, type Projection, readYourWrites } from '../src/projection';
 
 interface Cart extends Document {
   items: string[];
@@ -262,5 +262,33 @@ describe('ProjectionRunner', () => {
     await expect(runner.waitFor(position)).rejects.toBe(failure);
     expect(onError).not.toHaveBeenCalled();
     expect(await readModels.loadCheckpoint('failing')).toBeUndefined();
+  });
+
+  it('lets a query made after a write see it, however far behind the projection was', async () => {
+    const entered = deferred();
+    const release = deferred();
+    const slow: Projection = {
+      ...carts,
+      async handle(event, ctx) {
+        entered.resolve();
+        await release.promise;
+        await carts.handle(event, ctx);
+      },
+    };
+    const { runner, readModels, append } = given([slow]);
+    await runner.start();
+    const writer = { lastAppended: await append('CartOpened', { cartId: 'c1' }) };
+    await entered.promise;
+
+    let answered = false;
+    const query = readYourWrites(readModels, runner, writer)
+      .collection('carts')
+      .findOne({ _id: 'c1' })
+      .then((cart) => ((answered = true), cart));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(answered).toBe(false);
+
+    release.resolve();
+    expect(await query).toEqual({ _id: 'c1', items: [] });
   });
 });

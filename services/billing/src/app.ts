@@ -1,7 +1,7 @@
 import { type Clock, type IdSource } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
-import { ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
+import { ProjectionRunner, type ReadModelStore, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { broadcastNotifier } from './adapters/gateway-notifier';
@@ -42,11 +42,11 @@ export async function createBilling(runtime: BillingRuntime) {
     onError: (err) => runtime.logger.error({ err }, 'billing projection stopped'),
   });
   await projections.start();
+  const commands = new CommandHandler(runtime.eventStore);
   const service = new BillingService({
     eventStore: runtime.eventStore,
-    commands: new CommandHandler(runtime.eventStore),
-    readModels: runtime.readModels,
-    projections,
+    commands,
+    readModels: readYourWrites(runtime.readModels, projections, commands),
     notifier: broadcastNotifier(runtime.client),
     clock: runtime.clock,
     ids: runtime.ids,

@@ -1,7 +1,7 @@
 import { type Clock, type IdSource, Subjects } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
-import { ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
+import { ProjectionRunner, type ReadModelStore, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { billingFunds, broadcastFrames } from './adapters/billing-funds';
@@ -56,11 +56,11 @@ export async function createChat(runtime: ChatRuntime) {
   await projections.start();
   const simulator = new SimulatorProvider({ tokenizer: gptTokenizer, wordDelayMs: runtime.simulatorWordDelayMs });
   const provider: ChatProvider = runtime.upstream.kind === 'openai' ? new OpenAiCompatibleProvider(runtime.upstream) : simulator;
+  const commands = new CommandHandler(runtime.eventStore);
   const service = new ChatService({
     eventStore: runtime.eventStore,
-    commands: new CommandHandler(runtime.eventStore),
-    readModels: runtime.readModels,
-    projections,
+    commands,
+    readModels: readYourWrites(runtime.readModels, projections, commands),
     provider,
     simulator,
     tokenizer: gptTokenizer,

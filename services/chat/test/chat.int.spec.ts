@@ -1,6 +1,6 @@
 import { ApiError, type ChatMessage, ManualClock, randomIds, type StreamFrame } from '@oc/contracts';
 import { CommandHandler, openSqliteStores } from '@oc/eventstore';
-import { SqliteReadModelStore, ProjectionRunner } from '@oc/readmodel';
+import { ProjectionRunner, readYourWrites, SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SimulatorProvider } from '../src/adapters/simulator';
@@ -44,11 +44,11 @@ describe('chat service', () => {
     const readModels = new SqliteReadModelStore({ filename: ':memory:' });
     projections = new ProjectionRunner(stores.store, readModels, chatProjections, { collections: chatCollections });
     await projections.start();
+    const commands = new CommandHandler(stores.store);
     chat = new ChatService({
       eventStore: stores.store,
-      commands: new CommandHandler(stores.store),
-      readModels,
-      projections,
+      commands,
+      readModels: readYourWrites(readModels, projections, commands),
       provider,
       simulator: new SimulatorProvider({ tokenizer: gptTokenizer, wordDelayMs: 0 }),
       tokenizer: gptTokenizer,

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type { Clock, IdSource } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
-import { ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
+import { ProjectionRunner, type ReadModelStore, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { billingOver } from './adapters/billing-client';
@@ -92,6 +92,7 @@ export async function createVideo(runtime: VideoRuntime) {
   const temporary: FileStore = new LocalFileStore(join(runtime.dataDir, 'upstream'));
   const permanent = await objectStore(config, runtime.dataDir);
   const commands = new CommandHandler(runtime.eventStore);
+  const readModels = readYourWrites(runtime.readModels, projections, commands);
   const billing = billingOver(runtime.client);
   const timings: JobTimings = {
     jobTimeoutMs: config.VIDEO_JOB_TIMEOUT_MS,
@@ -103,8 +104,7 @@ export async function createVideo(runtime: VideoRuntime) {
   const jobs = new VideoJobs({
     eventStore: runtime.eventStore,
     commands,
-    readModels: runtime.readModels,
-    projections,
+    readModels,
     billing,
     providers: { live: liveProvider(config, simulator), simulator },
     temporary,
@@ -118,8 +118,7 @@ export async function createVideo(runtime: VideoRuntime) {
   });
   const service = new VideoService({
     commands,
-    readModels: runtime.readModels,
-    projections,
+    readModels,
     billing,
     jobs,
     temporary,

@@ -1,7 +1,7 @@
 import { type Clock, type IdSource, VideoNotifications } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { DurableEventBus } from '@oc/messaging';
-import { ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
+import { ProjectionRunner, type ReadModelStore, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { HttpWebhookSender } from './adapters/http-sender';
@@ -80,6 +80,7 @@ export async function createWebhook(runtime: WebhookRuntime) {
   });
   const secrets = SecretBox.fromConfig(settings.secretKey);
   const commands = new CommandHandler(runtime.eventStore);
+  const readModels = readYourWrites(runtime.readModels, projections, commands);
   const userAgent = `OC-Webhooks/${runtime.version}`;
   const policy: DeliveryPolicy = {
     retryDelaysMs: settings.retryDelaysMs,
@@ -90,7 +91,7 @@ export async function createWebhook(runtime: WebhookRuntime) {
   const deliveries = new Deliveries({
     eventStore: runtime.eventStore,
     commands,
-    readModels: runtime.readModels,
+    readModels,
     sender,
     secrets,
     clock: runtime.clock,
@@ -103,8 +104,7 @@ export async function createWebhook(runtime: WebhookRuntime) {
   const service = new WebhookService({
     eventStore: runtime.eventStore,
     commands,
-    readModels: runtime.readModels,
-    projections,
+    readModels,
     deliveries,
     sender,
     secrets,

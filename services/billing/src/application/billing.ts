@@ -15,7 +15,7 @@ import {
   unixSeconds,
 } from '@oc/contracts';
 import type { CommandHandler, EventMetadata, EventStore } from '@oc/eventstore';
-import { pageAfter, type ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
+import { pageAfter, type ReadModels } from '@oc/readmodel';
 import { accountDecider, type AccountCommand, accountStream } from '../domain/account';
 import { apiKeyDecider, type ApiKeyCommand, apiKeyStream } from '../domain/api-key';
 import { type ApiKeyDoc, Collections, type LedgerEntryDoc, type OrganizationDoc } from '../projections/documents';
@@ -29,8 +29,7 @@ export interface GatewayNotifier {
 export interface BillingDeps {
   eventStore: EventStore;
   commands: CommandHandler;
-  readModels: ReadModelStore;
-  projections: ProjectionRunner;
+  readModels: ReadModels;
   notifier: GatewayNotifier;
   clock: Clock;
   ids: IdSource;
@@ -52,17 +51,13 @@ export class BillingService {
     return this.deps.readModels.collection<ApiKeyDoc>(Collections.apiKeys);
   }
 
-  /** Runs a command and waits for the read models to show it, so the caller reads its own write. */
-  private async account(command: AccountCommand, metadata?: EventMetadata) {
-    const result = await this.deps.commands.handle(accountStream(command.orgId), accountDecider, command, metadata);
-    if (result.appended) await this.deps.projections.waitFor(result.appended.position);
-    return result;
+  /** Stored when this resolves; the read models show it to any query made after (`readYourWrites`). */
+  private account(command: AccountCommand, metadata?: EventMetadata) {
+    return this.deps.commands.handle(accountStream(command.orgId), accountDecider, command, metadata);
   }
 
-  private async apiKey(command: ApiKeyCommand) {
-    const result = await this.deps.commands.handle(apiKeyStream(command.keyId), apiKeyDecider, command);
-    if (result.appended) await this.deps.projections.waitFor(result.appended.position);
-    return result;
+  private apiKey(command: ApiKeyCommand) {
+    return this.deps.commands.handle(apiKeyStream(command.keyId), apiKeyDecider, command);
   }
 
   private async organizationDoc(orgId: string): Promise<OrganizationDoc> {

@@ -15,7 +15,7 @@ import {
   type Usage,
 } from '@oc/contracts';
 import { aggregateStream, type CommandHandler, type EventStore } from '@oc/eventstore';
-import { pageAfter, type ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
+import { pageAfter, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { conversationTokens, trimToContext } from '../domain/context';
 import { chargeMicros, costMicros } from '../domain/pricing';
@@ -37,8 +37,7 @@ export interface ChatPricing {
 export interface ChatDeps {
   eventStore: EventStore;
   commands: CommandHandler;
-  readModels: ReadModelStore;
-  projections: ProjectionRunner;
+  readModels: ReadModels;
   /** Serves live keys. */
   provider: ChatProvider;
   /** Serves test keys, which are never charged. */
@@ -356,7 +355,7 @@ export class ChatService {
       ...x.sent.map((m) => ({ role: m.role, content: m.content, created_at: sentAt })),
       { role: 'assistant', content: x.reply, created_at: unixSeconds(this.deps.clock.now()) },
     ];
-    const result = await this.deps.commands.handle(sessionStream(x.sessionId), sessionDecider, {
+    await this.deps.commands.handle(sessionStream(x.sessionId), sessionDecider, {
       type: 'RecordExchange',
       sessionId: x.sessionId,
       orgId: x.job.caller.org_id,
@@ -366,6 +365,5 @@ export class ChatService {
       usage: x.usage,
       now: sentAt,
     });
-    if (result.appended) await this.deps.projections.waitFor(result.appended.position);
   }
 }

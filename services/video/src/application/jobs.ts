@@ -1,6 +1,6 @@
 import { ApiError, type Clock, type VideoFailureCode } from '@oc/contracts';
 import type { CommandHandler, EventStore } from '@oc/eventstore';
-import type { ProjectionRunner, ReadModelStore } from '@oc/readmodel';
+import type { ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { type ActiveVideo, settlementDue, type VideoCommand, videoDecider, type VideoState, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
@@ -20,8 +20,7 @@ export interface JobTimings {
 export interface JobDeps {
   eventStore: EventStore;
   commands: CommandHandler;
-  readModels: ReadModelStore;
-  projections: ProjectionRunner;
+  readModels: ReadModels;
   billing: Billing;
   /** The configured upstream for live keys, and the simulator (always used by test keys). */
   providers: { live: VideoProvider; simulator: VideoProvider };
@@ -49,12 +48,7 @@ export const ABANDONED_CREATE_MS = 60_000;
  * so a step repeated after a crash never charges or refunds twice.
  */
 export class VideoJobs {
-  /** Streams as of their last step: a step reads only what was appended since. */
-  /** Per video, the last position a running step appended and the read model has not been waited for. */
-  private readonly unprojected = new Map<string, number>();
-
-  constructor(private readonly deps: JobDeps) {
-  }
+  constructor(private readonly deps: JobDeps) {}
 
   track(videoId: string, atMs = this.deps.clock.now()): void {
     this.deps.scheduler.schedule(videoId, atMs, () => this.step(videoId));
@@ -76,9 +70,7 @@ export class VideoJobs {
   async step(videoId: string): Promise<void> {
     try {
       await this.due(videoId);
-      await this.projected(videoId);
     } catch (error) {
-      this.unprojected.delete(videoId);
       this.deps.logger.warn({ err: error, videoId }, 'video step failed; will retry');
       this.track(videoId, this.deps.clock.now() + this.deps.timings.retryMs);
     }
@@ -94,14 +86,6 @@ export class VideoJobs {
     if (state.status === 'requested') await this.rejectIfAbandoned(state, now);
     else if (state.status === 'queued' || state.status === 'in_progress') await this.advance(state, now);
     else if (state.status === 'completed') await this.manageStorage(state, now);
-  }
-
-  /** Read-your-writes once per step (not per append): what the step recorded is visible when it ends. */
-  private async projected(videoId: string): Promise<void> {
-    const position = this.unprojected.get(videoId);
-    if (position === undefined) return;
-    this.unprojected.delete(videoId);
-    await this.deps.projections.waitFor(position);
   }
 
   /** Captures a completed video's reservation or releases a failed or cancelled one, then records it. */
@@ -235,10 +219,8 @@ export class VideoJobs {
     for (const variant of variants) await temporary.remove(fileKey(state, variant));
   }
 
-  /** Appends what the command decides; the read model is waited for once, at the end of the step. */
+  /** Appends what the command decides; queries wait for the read model themselves (`readYourWrites`). */
   private async apply(videoId: string, command: VideoCommand): Promise<VideoState> {
-    const result = await this.deps.commands.handle(videoStream(videoId), videoDecider, command);
-    if (result.appended) this.unprojected.set(videoId, result.appended.position);
-    return result.state;
+    return (await this.deps.commands.handle(videoStream(videoId), videoDecider, command)).state;
   }
 }

@@ -15,7 +15,7 @@ import {
   type VideoStatus,
 } from '@oc/contracts';
 import { type CommandHandler, KeyedMutex } from '@oc/eventstore';
-import { pageAfter, type ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
+import { pageAfter, type ReadModels } from '@oc/readmodel';
 import { violatesContentPolicy } from '../domain/content-policy';
 import { type PriceTable, videoPriceMicros } from '../domain/pricing';
 import { type VideoCommand, videoDecider, videoStream } from '../domain/video';
@@ -25,8 +25,7 @@ import type { Billing, FileStore } from './ports';
 
 export interface VideoServiceDeps {
   commands: CommandHandler;
-  readModels: ReadModelStore;
-  projections: ProjectionRunner;
+  readModels: ReadModels;
   billing: Billing;
   jobs: VideoJobs;
   temporary: FileStore;
@@ -166,8 +165,7 @@ export class VideoService {
     const videoId = this.deps.ids.next('video_');
     const costMicros = videoPriceMicros(this.deps.prices, request.model, request.size, request.seconds);
     // Recorded before billing is asked, so that a reservation whose create never finished is found and released.
-    // Not waited for in the read model: the wait for the acceptance below covers it.
-    await this.append(videoId, {
+    await this.apply(videoId, {
       type: 'RequestVideo',
       orgId: caller.org_id,
       videoId,
@@ -190,28 +188,19 @@ export class VideoService {
         throw new ApiError(reply.error);
       }
     }
-    let accepted: number | undefined;
     try {
-      accepted = await this.append(videoId, { type: 'AcceptVideo' });
+      await this.apply(videoId, { type: 'AcceptVideo' });
     } finally {
       // Accepted: the job starts at once, while this answer waits for the read model. Not recorded: the job
       // step releases the reservation as abandoned.
       this.deps.jobs.track(videoId);
     }
-    if (accepted !== undefined) await this.deps.projections.waitFor(accepted);
     return this.firstResponse((await this.videos.findOne({ _id: videoId }))!);
   }
 
-  /** Appends what the command decides; the global position of its last event, if it appended any. */
-  private async append(videoId: string, command: VideoCommand): Promise<number | undefined> {
-    const result = await this.deps.commands.handle(videoStream(videoId), videoDecider, command);
-    return result.appended?.position;
-  }
-
-  /** Appends, then waits until the read model shows it (read-your-writes). */
+  /** Appends what the command decides; queries wait for the read model themselves (`readYourWrites`). */
   private async apply(videoId: string, command: VideoCommand): Promise<void> {
-    const position = await this.append(videoId, command);
-    if (position !== undefined) await this.deps.projections.waitFor(position);
+    await this.deps.commands.handle(videoStream(videoId), videoDecider, command);
   }
 
   /** Missing, deleted and other organizations' videos are all the same 404. */

@@ -9,7 +9,7 @@ import {
   webhookEventId,
 } from '@oc/contracts';
 import type { CommandHandler, EventStore, StoredEvent } from '@oc/eventstore';
-import type { ReadModelStore } from '@oc/readmodel';
+import type { ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import type { WebhookRequest, WebhookSender } from '../adapters/http-sender';
 import type { SecretBox } from '../adapters/secret-box';
@@ -31,7 +31,7 @@ export interface DeliveryPolicy {
 export interface DeliveryDeps {
   eventStore: EventStore;
   commands: CommandHandler;
-  readModels: ReadModelStore;
+  readModels: ReadModels;
   sender: WebhookSender;
   secrets: SecretBox;
   clock: Clock;

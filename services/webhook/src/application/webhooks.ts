@@ -18,7 +18,7 @@ import {
   webhookEventId,
 } from '@oc/contracts';
 import { aggregateStream, type CommandHandler, type EventStore } from '@oc/eventstore';
-import { pageAfter, type ProjectionRunner, type ReadModelStore } from '@oc/readmodel';
+import { pageAfter, type ReadModels } from '@oc/readmodel';
 import type { WebhookSender } from '../adapters/http-sender';
 import type { SecretBox } from '../adapters/secret-box';
 import { formatSecret } from '../domain/signature';
@@ -36,8 +36,7 @@ export interface RegistrationPolicy {
 export interface WebhookServiceDeps {
   eventStore: EventStore;
   commands: CommandHandler;
-  readModels: ReadModelStore;
-  projections: ProjectionRunner;
+  readModels: ReadModels;
   deliveries: Deliveries;
   sender: WebhookSender;
   secrets: SecretBox;
@@ -55,11 +54,9 @@ export class WebhookService {
     return this.deps.readModels.collection<WebhookDoc>(Collections.webhooks);
   }
 
-  /** Runs a command and waits for the read models to show it, so the caller reads its own write. */
-  private async webhook(command: WebhookCommand) {
-    const result = await this.deps.commands.handle(webhookStream(command.webhookId), webhookDecider, command);
-    if (result.appended) await this.deps.projections.waitFor(result.appended.position);
-    return result;
+  /** Stored when this resolves; the read models show it to any query made after (`readYourWrites`). */
+  private webhook(command: WebhookCommand) {
+    return this.deps.commands.handle(webhookStream(command.webhookId), webhookDecider, command);
   }
 
   private newSecret(): string {
@@ -192,8 +189,7 @@ export class WebhookService {
   async retryDelivery(m: WebhookMessage<'retryDelivery'>) {
     const webhook = await this.ownedDoc(m.org_id, m.webhook_id);
     this.requireActive(webhook);
-    const result = await this.deps.deliveries.requeue(m.delivery_id, m.webhook_id, m.org_id);
-    if (result.appended) await this.deps.projections.waitFor(result.appended.position);
+    await this.deps.deliveries.requeue(m.delivery_id, m.webhook_id, m.org_id);
     return this.deliveryView(m.delivery_id);
   }
 
@@ -208,12 +204,7 @@ export class WebhookService {
     const failed = await this.deps.readModels
       .collection<DeliveryDoc>(Collections.deliveries)
       .find({ webhook_id: m.webhook_id, org_id: m.org_id, status: 'failed', created: { $gte: m.since } }, { sort: { created: 1 } });
-    let last = -1;
-    for (const d of failed) {
-      const result = await this.deps.deliveries.requeue(d._id, m.webhook_id, m.org_id);
-      if (result.appended) last = Math.max(last, result.appended.position);
-    }
-    if (last >= 0) await this.deps.projections.waitFor(last);
+    for (const d of failed) await this.deps.deliveries.requeue(d._id, m.webhook_id, m.org_id);
     return { object: 'webhook_recovery' as const, webhook_id: m.webhook_id, since: m.since, requeued: failed.length };
   }
 
