@@ -108,6 +108,14 @@ class Batch implements ProjectionContext {
 const CATCH_UP_PAGE_SIZE = 1_000;
 /** Checkpoints move at least this often even when no projection wrote anything, so a restart re-reads little. */
 const CHECKPOINT_EVERY_EVENTS = 1_000;
+/**
+ * How long applied events may wait to be committed when no query waits for them: writes do not wait for
+ * read models (queries do, see `readYourWrites`), so commits can gather more, and a query that needs an
+ * applied event commits it at once.
+ */
+const COMMIT_DELAY_MS = 10;
+/** A batch this large is committed at once, whoever waits. */
+const MAX_UNCOMMITTED_EVENTS = 5_000;
 
 interface Waiter {
   position: number;
@@ -123,9 +131,10 @@ export interface ProjectionRunnerOptions {
 }
 
 /**
- * Feeds the global log to projections in batches through one subscription. Each batch's document writes
- * and every projection's checkpoint commit together, so a restart resumes from the checkpoint and reads
- * only the tail of the log; each projection skips what its own checkpoint says it already applied.
+ * Feeds the global log to projections through one subscription. What they write gathers in a batch whose
+ * document writes and every projection's checkpoint commit together, so a restart resumes from the
+ * checkpoint and reads only the tail of the log; each projection skips what its own checkpoint says it
+ * already applied. A batch is committed when a query waits for it, after `COMMIT_DELAY_MS`, or when large.
  *
  * A projection error stops the runner: during start() it rejects start(), afterwards it goes to
  * onError. Either way pending and later waitFor() calls reject with it.
@@ -135,8 +144,16 @@ export class ProjectionRunner {
   readonly #handlers = new Map<string, Projection[]>();
   readonly #waiters = new Set<Waiter>();
   readonly #onError: (error: unknown) => void;
+  /** Every event up to here is in the store (or changed nothing). */
   #position = -1;
-  #committed = -1;
+  /** Every event up to here has been applied, to the store or to the uncommitted batch. */
+  #applied = -1;
+  /** Position of the last stored checkpoint. */
+  #checkpointed = -1;
+  #uncommitted: { batch: Batch; events: number } | undefined;
+  #commitTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Applying and committing take turns, so a commit never takes a batch still being applied. */
+  #turn: Promise<void> = Promise.resolve();
   #halted: { error: unknown } | undefined;
   #stopped = false;
   #starting: Promise<void> | undefined;
@@ -155,7 +172,7 @@ export class ProjectionRunner {
     }
   }
 
-  /** Last processed global position; -1 before the first event. */
+  /** Last global position the read models show; -1 before the first event. */
   get position(): number {
     return this.#position;
   }
@@ -173,8 +190,7 @@ export class ProjectionRunner {
     }
     const checkpoints = [...this.#checkpoints.values()];
     if (checkpoints.length > 0 && checkpoints.every((c) => c !== undefined)) {
-      this.#position = Math.min(...checkpoints);
-      this.#committed = this.#position;
+      this.#position = this.#applied = this.#checkpointed = Math.min(...checkpoints);
     }
     try {
       // Reading pages until a short one is how start() knows the catch-up reached the log's end.
@@ -184,6 +200,7 @@ export class ProjectionRunner {
         if (page.length > 0) await this.#apply(page);
         if (page.length < CATCH_UP_PAGE_SIZE) break;
       }
+      await this.#inTurn(() => this.#commit());
     } catch (error) {
       this.#halt(error);
       throw error;
@@ -191,18 +208,15 @@ export class ProjectionRunner {
     if (this.#stopped) return;
     this.#subscription = this.eventStore.subscribeToAll((events) => this.#apply(events), {
       after: this.#after(),
-      onError: (error) => {
-        this.#halt(error);
-        this.#onError(error);
-      },
+      onError: (error) => this.#fail(error),
     });
   }
 
-  /** Read-your-writes: resolves once every projection has processed `position`. */
+  /** Read-your-writes: resolves once the read models show every event up to `position`. */
   waitFor(position: number, timeoutMs = 5_000): Promise<void> {
     if (position <= this.#position) return Promise.resolve();
     if (this.#halted) return Promise.reject(this.#halted.error);
-    return new Promise((resolve, reject) => {
+    const waiting = new Promise<void>((resolve, reject) => {
       const waiter: Waiter = {
         position,
         resolve,
@@ -217,6 +231,8 @@ export class ProjectionRunner {
       };
       this.#waiters.add(waiter);
     });
+    if (position <= this.#applied) this.#commitSoon(0);
+    return waiting;
   }
 
   async stop(): Promise<void> {
@@ -224,36 +240,85 @@ export class ProjectionRunner {
     // A catch-up failure has already reached start()'s caller.
     await this.#starting?.catch(() => undefined);
     await this.#subscription?.stop();
+    clearTimeout(this.#commitTimer);
+    await this.#inTurn(() => this.#commit()).catch(() => undefined);
     this.#halt(new Error('Projection runner stopped'));
   }
 
   #after(): number | undefined {
-    return this.#position < 0 ? undefined : this.#position;
+    return this.#applied < 0 ? undefined : this.#applied;
   }
 
-  async #apply(events: readonly StoredEvent[]): Promise<void> {
-    const batch = new Batch(this.readModels);
-    for (const event of events) {
-      const handlers = this.#handlers.get(event.type);
-      if (!handlers) continue;
-      batch.position = event.position;
-      for (const projection of handlers) {
-        const checkpoint = this.#checkpoints.get(projection.name);
-        if (checkpoint !== undefined && event.position <= checkpoint) continue;
-        await projection.handle(event, batch);
+  #inTurn(work: () => Promise<void>): Promise<void> {
+    const turn = this.#turn.then(work);
+    this.#turn = turn.catch(() => undefined);
+    return turn;
+  }
+
+  #apply(events: readonly StoredEvent[]): Promise<void> {
+    return this.#inTurn(async () => {
+      // A failed commit lost its batch: nothing may be applied on top of it.
+      if (this.#halted) throw this.#halted.error;
+      let uncommitted = this.#uncommitted;
+      for (const event of events) {
+        const handlers = this.#handlers.get(event.type);
+        if (!handlers) continue;
+        for (const projection of handlers) {
+          const checkpoint = this.#checkpoints.get(projection.name);
+          if (checkpoint !== undefined && event.position <= checkpoint) continue;
+          uncommitted ??= this.#uncommitted = { batch: new Batch(this.readModels), events: 0 };
+          uncommitted.batch.position = event.position;
+          await projection.handle(event, uncommitted.batch);
+        }
       }
-    }
-    const last = events.at(-1)!.position;
-    const writes = batch.writes();
-    if (writes.length > 0 || last - this.#committed >= CHECKPOINT_EVERY_EVENTS) {
-      const checkpoints: Record<string, number> = {};
-      for (const { name } of this.projections) checkpoints[name] = last;
-      await this.readModels.commit({ writes, checkpoints });
-      for (const name of Object.keys(checkpoints)) this.#checkpoints.set(name, last);
-      this.#committed = last;
-    }
-    this.#position = last;
-    for (const waiter of this.#waiters) if (waiter.position <= last) this.#settle(waiter);
+      const last = events.at(-1)!.position;
+      this.#applied = last;
+      if (!uncommitted) {
+        // Nothing to write: the store already shows these events; the checkpoint follows now and then.
+        this.#reached(last);
+        if (last - this.#checkpointed >= CHECKPOINT_EVERY_EVENTS) await this.#commit();
+        return;
+      }
+      uncommitted.events += events.length;
+      const waited = [...this.#waiters].some((w) => w.position <= last);
+      if (waited || uncommitted.events >= MAX_UNCOMMITTED_EVENTS) await this.#commit();
+      else this.#commitSoon(COMMIT_DELAY_MS);
+    });
+  }
+
+  #commitSoon(delayMs: number): void {
+    if (this.#commitTimer !== undefined && delayMs > 0) return;
+    clearTimeout(this.#commitTimer);
+    this.#commitTimer = setTimeout(() => {
+      this.#commitTimer = undefined;
+      this.#inTurn(() => this.#commit()).catch((error: unknown) => this.#fail(error));
+    }, delayMs);
+  }
+
+  /** Writes the uncommitted batch, and every projection's checkpoint at the last applied event. */
+  async #commit(): Promise<void> {
+    clearTimeout(this.#commitTimer);
+    this.#commitTimer = undefined;
+    const upTo = this.#applied;
+    if (upTo <= this.#checkpointed && !this.#uncommitted) return;
+    const writes = this.#uncommitted?.batch.writes() ?? [];
+    this.#uncommitted = undefined;
+    const checkpoints: Record<string, number> = {};
+    for (const { name } of this.projections) checkpoints[name] = upTo;
+    await this.readModels.commit({ writes, checkpoints });
+    for (const name of Object.keys(checkpoints)) this.#checkpoints.set(name, upTo);
+    this.#checkpointed = upTo;
+    this.#reached(upTo);
+  }
+
+  #reached(position: number): void {
+    this.#position = Math.max(this.#position, position);
+    for (const waiter of this.#waiters) if (waiter.position <= this.#position) this.#settle(waiter);
+  }
+
+  #fail(error: unknown): void {
+    this.#halt(error);
+    this.#onError(error);
   }
 
   #halt(error: unknown): void {

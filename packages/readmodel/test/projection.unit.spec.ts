@@ -291,4 +291,23 @@ describe('ProjectionRunner', () => {
     release.resolve();
     expect(await query).toEqual({ _id: 'c1', items: [] });
   });
+
+  it('commits what it applied shortly after, even when no query waits for it', async () => {
+    const { runner, readModels, append } = given([carts]);
+    await runner.start();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const position = await append('CartOpened', { cartId: 'c1' });
+      // The event is applied within a few turns of the event loop (setImmediate is not faked), not committed.
+      for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+      expect(runner.position).toBeLessThan(position);
+      expect(await readModels.collection('carts').findOne({ _id: 'c1' })).toBeNull();
+
+      await vi.advanceTimersByTimeAsync(10);
+      expect(runner.position).toBe(position);
+      expect(await readModels.collection('carts').findOne({ _id: 'c1' })).toEqual({ _id: 'c1', items: [] });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 });
