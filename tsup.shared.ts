@@ -1,15 +1,17 @@
 import { copyFileSync, readFileSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { builtinModules } from 'node:module';
 import type { Options } from 'tsup';
 
 /**
- * Worker scripts, loaded by path (`new URL('./x.mjs', import.meta.url)`) rather than imported, so the bundler
- * does not see them: each is copied beside a bundle that contains the module that starts it.
+ * Scripts run in a worker thread or a child process, loaded by path (`new URL('./x.mjs', import.meta.url)`,
+ * `import.meta.dirname`) rather than imported, so the bundler does not see them: each is copied beside a
+ * bundle that contains the module that starts it.
  */
 const WORKERS: Record<string, string> = {
   'packages/eventstore/src/sqlite.ts': 'eventstore-writer.mjs',
   'packages/readmodel/src/sqlite.ts': 'readmodel-writer.mjs',
+  'services/video/src/adapters/ffmpeg-renderer.ts': 'ffmpeg-spawner.mjs',
 };
 
 const packageName = (specifier: string) =>
@@ -43,7 +45,7 @@ export function runnable(entry: Record<string, string>): Options {
         outputs: Record<string, { imports: Array<{ path: string; external?: boolean }> }>;
       };
       for (const input of Object.keys(metafile.inputs)) {
-        const starter = Object.keys(WORKERS).find((path) => input.endsWith(path));
+        const starter = Object.keys(WORKERS).find((path) => resolve(input).endsWith(`/${path}`));
         if (starter) copyFileSync(join(dirname(input), WORKERS[starter]!), join('dist', basename(WORKERS[starter]!)));
       }
       const missing = new Set<string>();

@@ -11,14 +11,19 @@ function newestSource(dir) {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) newest = Math.max(newest, newestSource(path));
-    else if (entry.name.endsWith('.ts') || entry.name === 'package.json') newest = Math.max(newest, statSync(path).mtimeMs);
+    else if (/\.(ts|mjs)$/.test(entry.name)) newest = Math.max(newest, statSync(path).mtimeMs);
   }
   return newest;
 }
 
-const sources = ['packages', 'services'].flatMap((group) =>
-  readdirSync(join(root, group)).flatMap((name) => [join(root, group, name, 'src'), join(root, group, name, 'package.json')]),
-);
+const sources = [
+  join(root, 'tsup.shared.ts'),
+  ...['packages', 'services'].flatMap((group) =>
+    readdirSync(join(root, group)).flatMap((name) =>
+      ['src', 'package.json', 'tsup.config.ts'].map((file) => join(root, group, name, file)),
+    ),
+  ),
+];
 const newest = Math.max(
   ...sources.filter(existsSync).map((path) => (statSync(path).isDirectory() ? newestSource(path) : statSync(path).mtimeMs)),
 );
