@@ -7,7 +7,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HttpLoadResult } from './jobs';
 import { compare, peakResident, type Summary } from './measure';
-import { type Processes, residentMb } from './processes';
+import { residentMb } from './processes';
 import { type Bench, CHAT, chatContenders, type Deployment, getContenders } from './sections';
 import { HISTORY, type SeededOrganization, seedHistory } from './seed';
 import { call, createTenants } from './setup';
@@ -59,7 +59,6 @@ async function checkSeeded(origin: string, sample: SeededOrganization): Promise<
 /** `baseline`: the deployment without history, and its resident memory measured the same way after its own start. */
 export async function historySection(
   b: Bench,
-  processes: Processes,
   baseline: { deployment: Deployment; restingMb: number },
   runDir: string,
 ): Promise<HistoryResults> {
@@ -67,12 +66,12 @@ export async function historySection(
   await mkdir(dataDir, { recursive: true });
   console.log(`Seeding ${HISTORY.organizations} organizations of history into ${dataDir}/events.sqlite…`);
   const seeded = await seedHistory(join(dataDir, 'events.sqlite'));
-  const start = () => startEmbedded(processes, { name: 'ours-history', dataDir, upstreamOrigin: b.upstream.origin });
+  const start = () => startEmbedded(b.processes, { name: 'ours-history', dataDir, upstreamOrigin: b.upstream.origin });
 
   const first = await start();
   console.log(`  first start on ${seeded.events.toLocaleString('en')} events: ready after ${(first.startupMs / 1000).toFixed(1)} s`);
   const check = await checkSeeded(first.origin, seeded.sample);
-  for (const child of first.children) await processes.stop(child);
+  for (const child of first.children) await b.processes.stop(child);
   const target = await start();
   console.log(`  restart on the same data: ready after ${(target.startupMs / 1000).toFixed(1)} s`);
 
@@ -86,8 +85,8 @@ export async function historySection(
     { name: names.history, slug: 'history', target, tenants },
   ];
   const { result, peaks } = await peakResident(pids, async () => ({
-    chat: await compare<HttpLoadResult>(b.load, b.plan, 'history chat', chatContenders(b, deployments, 'http', CHAT, [])),
-    get: await compare<HttpLoadResult>(b.load, b.plan, 'history get', getContenders(b, deployments, false)),
+    chat: await compare<HttpLoadResult>(b, 'history chat', chatContenders(b, deployments, 'http', CHAT, [])),
+    get: await compare<HttpLoadResult>(b, 'history get', getContenders(b, deployments, false)),
   }));
   return {
     seed: { events: seeded.events, organizations: HISTORY.organizations, seconds: seeded.seconds },

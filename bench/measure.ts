@@ -1,6 +1,6 @@
 import type { Failures, HttpLoadJob, HttpLoadResult, StreamLoadJob } from './jobs';
 import type { LoadProcess } from './load-client';
-import { residentMb } from './processes';
+import { type Processes, residentMb } from './processes';
 import { median } from './stats';
 
 export interface Plan {
@@ -11,16 +11,19 @@ export interface Plan {
   durationSeconds: number;
   /** Organizations (each with a key) the load rotates through. */
   tenants: number;
+  /** Longest wait for the bench's processes to go quiet before each run. */
+  settleMaxMs: number;
   video: { sequential: number; burst: number; oneEndpointBatch: number; tenEndpointsBatch: number; timeoutMs: number };
 }
 
 export const FULL: Plan = {
   quick: false,
   connections: 32,
-  warmupSeconds: 3,
+  warmupSeconds: 5,
   rounds: 3,
   durationSeconds: 10,
   tenants: 256,
+  settleMaxMs: 15_000,
   video: { sequential: 50, burst: 200, oneEndpointBatch: 200, tenEndpointsBatch: 100, timeoutMs: 120_000 },
 };
 
@@ -32,6 +35,7 @@ export const QUICK: Plan = {
   rounds: 1,
   durationSeconds: 1,
   tenants: 16,
+  settleMaxMs: 0,
   video: { sequential: 3, burst: 20, oneEndpointBatch: 10, tenEndpointsBatch: 5, timeoutMs: 20_000 },
 };
 
@@ -57,16 +61,18 @@ export interface Contender {
 
 /**
  * Warms each contender up, then runs the rounds; each round reverses the order of the previous one, so no
- * contender always runs first on a machine that is still settling.
+ * contender always runs first, and every run waits for the servers to go quiet after the previous one.
  */
 export async function compare<R extends HttpLoadResult>(
-  load: LoadProcess,
-  plan: Plan,
+  bench: { load: LoadProcess; plan: Plan; processes: Processes },
   section: string,
   contenders: Contender[],
 ): Promise<Record<string, Summary<R>>> {
-  const run = (c: Contender, durationSeconds: number) =>
-    load.run({ ...c.job, durationSeconds } as HttpLoadJob | StreamLoadJob) as Promise<R>;
+  const { load, plan } = bench;
+  const run = async (c: Contender, durationSeconds: number) => {
+    await bench.processes.quiet(plan.settleMaxMs);
+    return (await load.run({ ...c.job, durationSeconds } as HttpLoadJob | StreamLoadJob)) as R;
+  };
   const warmups = new Map<string, R>();
   const rounds = new Map<string, R[]>(contenders.map((c) => [c.name, []]));
   for (const c of contenders) warmups.set(c.name, await run(c, plan.warmupSeconds));

@@ -54,6 +54,39 @@ export class Processes {
   stopAll(): Promise<void> {
     return Promise.all([...this.children].map((c) => this.stop(c))).then(() => undefined);
   }
+
+  /**
+   * Waits until the bench's own processes are nearly idle (together under a tenth of a core over a quarter
+   * of a second), at most `maxMs`: a server still catching up on the last run's work (subscriptions,
+   * flushes) would otherwise slow the next run. Other work on the machine is not ours to wait for.
+   */
+  async quiet(maxMs: number): Promise<void> {
+    const deadline = performance.now() + maxMs;
+    const used = async () => {
+      let total = 0;
+      for (const c of this.children) total += await cpuTicks(c.process.pid);
+      return total;
+    };
+    let before = await used();
+    while (performance.now() < deadline) {
+      await new Promise((r) => setTimeout(r, QUIET_WINDOW_MS));
+      const after = await used();
+      if (after - before < (QUIET_WINDOW_MS / 1000) * CLOCK_TICKS_PER_SECOND * 0.1) return;
+      before = after;
+    }
+  }
+}
+
+const QUIET_WINDOW_MS = 250;
+/** USER_HZ, 100 on Linux everywhere this runs (`getconf CLK_TCK`). */
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** CPU time a process has used (user + system), in clock ticks, from /proc (0 elsewhere or once it is gone). */
+async function cpuTicks(pid: number | undefined): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  // Fields after the command name, which may itself hold spaces: state is the first, utime the 12th, stime the 13th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11] ?? 0) + Number(fields[12] ?? 0);
 }
 
 export async function logTail(child: Child, lines = 30): Promise<string> {

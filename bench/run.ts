@@ -99,13 +99,13 @@ async function bench(opts: ReturnType<typeof options>, processes: Processes, run
   console.log(`Creating ${plan.tenants} enterprise organizations with a key and a video each…`);
   for (const d of deployments) d.tenants = await createTenants(d.target.origin, ADMIN_TOKEN, plan.tenants);
 
-  const b: Bench = { plan, load, upstream, deployments, ...(peer && { peer }), ...(nodeHttp && { nodeHttp }), ...(express && { express }) };
+  const b: Bench = { plan, load, processes, upstream, deployments, ...(peer && { peer }), ...(nodeHttp && { nodeHttp }), ...(express && { express }) };
   if (wanted('chat')) results.chat = await chatSection(b);
   if (wanted('stream')) results.stream = await streamSection(b);
   if (wanted('get')) results.get = await getSection(b);
   if (wanted('video')) results.video = await videoSection(b);
   if (opts.history) {
-    results.history = await historySection(b, processes, { deployment: deployments[0]!, restingMb: results.restingMb[NAMES.ours]! }, runDir);
+    results.history = await historySection(b, { deployment: deployments[0]!, restingMb: results.restingMb[NAMES.ours]! }, runDir);
   }
   results.valid = allValid(results);
   results.seconds = (performance.now() - began) / 1000;

@@ -2,6 +2,7 @@
 import type { HttpLoadResult, RequestShape, StreamLoadResult, VideoResult } from './jobs';
 import type { LoadProcess } from './load-client';
 import { compare, type Contender, type Plan, shoutIfInvalid, type Summary, summarize } from './measure';
+import type { Processes } from './processes';
 import { registerWebhooks, type Tenant } from './setup';
 import type { OursTarget } from './targets/ours';
 import { peerHeaders } from './targets/peer';
@@ -19,6 +20,7 @@ export interface Deployment {
 export interface Bench {
   plan: Plan;
   load: LoadProcess;
+  processes: Processes;
   upstream: Target;
   peer?: Target;
   nodeHttp?: Target;
@@ -79,15 +81,15 @@ export function chatContenders(
 }
 
 export function chatSection(b: Bench) {
-  return compare<HttpLoadResult>(b.load, b.plan, 'chat', chatContenders(b, b.deployments, 'http', CHAT, [viaPeer(b), toUpstream(b)]));
+  return compare<HttpLoadResult>(b, 'chat', chatContenders(b, b.deployments, 'http', CHAT, [viaPeer(b), toUpstream(b)]));
 }
 
 export async function streamSection(b: Bench) {
   const stream = { ...CHAT, stream: true, stream_options: { include_usage: true } };
   const long = { ...stream, max_tokens: LONG_STREAM_TOKENS };
   return {
-    ttfb: await compare<StreamLoadResult>(b.load, b.plan, 'stream', chatContenders(b, b.deployments, 'stream', stream, [toUpstream(b)])),
-    chunks: await compare<StreamLoadResult>(b.load, b.plan, 'long stream', chatContenders(b, b.deployments, 'stream', long, [toUpstream(b)])),
+    ttfb: await compare<StreamLoadResult>(b, 'stream', chatContenders(b, b.deployments, 'stream', stream, [toUpstream(b)])),
+    chunks: await compare<StreamLoadResult>(b, 'long stream', chatContenders(b, b.deployments, 'stream', long, [toUpstream(b)])),
   };
 }
 
@@ -108,7 +110,7 @@ export function getContenders(b: Bench, deployments: Deployment[], bare: boolean
 }
 
 export function getSection(b: Bench) {
-  return compare<HttpLoadResult>(b.load, b.plan, 'get', getContenders(b, b.deployments, true));
+  return compare<HttpLoadResult>(b, 'get', getContenders(b, b.deployments, true));
 }
 
 export interface VideoFigures {
@@ -137,6 +139,7 @@ export async function videoSection(b: Bench): Promise<Record<string, VideoFigure
     await registerWebhooks(d.target.origin, ten.key, port, paths.ten);
     const { video } = b.plan;
     const run = async (label: string, tenant: Tenant, where: string[], count: number, mode: 'sequential' | 'burst') => {
+      await b.processes.quiet(b.plan.settleMaxMs);
       const result = await b.load.run({ kind: 'videos', origin: d.target.origin, key: tenant.key, paths: where, count, mode, timeoutMs: video.timeoutMs });
       const summary = summarize([result]);
       console.log(`  video · ${d.name} · ${label}: ${result.count} jobs, ${result.deliveries} deliveries in ${result.seconds.toFixed(2)} s`);
