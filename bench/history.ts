@@ -32,6 +32,12 @@ export async function restingMb(pid: number | undefined): Promise<number> {
   return residentMb(pid);
 }
 
+/**
+ * In-memory read models are rebuilt from the whole log at every start, and on this storage a rebuild costs
+ * far more than linear time in the number of documents: hours for a million events on two cores.
+ */
+const HISTORY_READY_TIMEOUT_MS = 6 * 3_600_000;
+
 type List = { data: { status?: string }[]; has_more: boolean };
 
 async function checkSeeded(origin: string, sample: SeededOrganization): Promise<HistoryResults['check']> {
@@ -66,7 +72,8 @@ export async function historySection(
   await mkdir(dataDir, { recursive: true });
   console.log(`Seeding ${HISTORY.organizations} organizations of history into ${dataDir}/events.sqlite…`);
   const seeded = await seedHistory(join(dataDir, 'events.sqlite'));
-  const start = () => startEmbedded(b.processes, { name: 'ours-history', dataDir, upstreamOrigin: b.upstream.origin });
+  const start = () =>
+    startEmbedded(b.processes, { name: 'ours-history', dataDir, upstreamOrigin: b.upstream.origin, readyTimeoutMs: HISTORY_READY_TIMEOUT_MS });
 
   const first = await start();
   console.log(`  first start on ${seeded.events.toLocaleString('en')} events: ready after ${(first.startupMs / 1000).toFixed(1)} s`);

@@ -81,7 +81,8 @@ export async function compare<R extends HttpLoadResult>(
     for (const c of order) {
       const result = await run(c, plan.durationSeconds);
       rounds.get(c.name)!.push(result);
-      console.log(`  ${section} · ${c.name} · round ${round + 1}: ${result.rps.toFixed(1)} req/s, p50 ${result.p50.toFixed(2)} ms`);
+      const failures = result.non2xx + result.errors > 0 ? `, ${result.non2xx} non-2xx, ${result.errors} errors` : '';
+      console.log(`  ${section} · ${c.name} · round ${round + 1}: ${result.rps.toFixed(1)} req/s, p50 ${result.p50.toFixed(2)} ms${failures}`);
     }
   }
   const summaries: Record<string, Summary<R>> = {};

@@ -28,6 +28,8 @@ export class Processes {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', out, out, 'ipc'],
+      // Structured clone rather than JSON: a figure with no samples stays NaN instead of arriving as null.
+      serialization: 'advanced',
     });
     closeSync(out);
     const entry = { name, process: child, log };
@@ -121,13 +123,21 @@ export function firstMessage<T>(child: Child, key: string, timeoutMs: number): P
   return Promise.race([message, exited(child), timeout]);
 }
 
-/** Polls `url` until it answers 200; the milliseconds from `since` until then. */
+const PROGRESS_EVERY_MS = 30_000;
+
+/** Polls `url` until it answers 200; the milliseconds from `since` until then. Long waits say so now and then. */
 export async function untilOk(child: Child, url: string, since: number, timeoutMs: number): Promise<number> {
   const poll = (async () => {
+    let told = since;
     for (;;) {
       const ok = await fetch(url).then((r) => r.ok, () => false);
-      if (ok) return performance.now() - since;
-      if (performance.now() - since > timeoutMs) return failed(child, `did not answer 200 at ${url} within ${timeoutMs} ms`);
+      const now = performance.now();
+      if (ok) return now - since;
+      if (now - since > timeoutMs) return failed(child, `did not answer 200 at ${url} within ${timeoutMs} ms`);
+      if (now - told > PROGRESS_EVERY_MS) {
+        told = now;
+        console.log(`  ${child.name}: not ready yet after ${Math.round((now - since) / 1000)} s`);
+      }
       await new Promise((r) => setTimeout(r, 25));
     }
   })();

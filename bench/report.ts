@@ -24,6 +24,8 @@ export interface Results {
   get?: Record<string, Summary<HttpLoadResult>>;
   video?: Record<string, VideoFigures>;
   history?: HistoryResults;
+  /** Why `--history` produced no figures (the other sections still count). */
+  historyError?: string;
   valid: boolean;
   seconds: number;
 }
@@ -162,6 +164,7 @@ export function render(r: Results): string {
   if (r.get) parts.push(`### GET\n\n${loadTable(r.get)}`);
   if (r.video) parts.push(`### Videos and webhooks\n\n${videoTable(r.video)}`);
   if (r.history) parts.push(`### History\n\n${historyTables(r.history)}`);
+  if (r.historyError) parts.push(`### History\n\n**Failed**: ${r.historyError}`);
   parts.push(`Whole run: ${fixed(r.seconds, 0)} s.`);
   return parts.join('\n\n');
 }

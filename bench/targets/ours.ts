@@ -30,7 +30,7 @@ const serviceEnv = (upstreamOrigin: string) => ({
 
 export async function startEmbedded(
   processes: Processes,
-  options: { name: string; dataDir: string; upstreamOrigin: string },
+  options: { name: string; dataDir: string; upstreamOrigin: string; readyTimeoutMs?: number },
 ): Promise<OursTarget> {
   const port = await freePort();
   const built = join(ROOT, 'services/standalone/dist/main.js');
@@ -46,7 +46,7 @@ export async function startEmbedded(
     ? processes.node(options.name, [built], env)
     : processes.tsx(options.name, 'services/standalone/src/main.ts', env);
   const origin = `http://127.0.0.1:${port}`;
-  const startupMs = await untilOk(child, `${origin}/readyz`, started, READY_TIMEOUT_MS);
+  const startupMs = await untilOk(child, `${origin}/readyz`, started, options.readyTimeoutMs ?? READY_TIMEOUT_MS);
   return { name: options.name, origin, children: [child], startupMs, dataDir: options.dataDir };
 }
 
