@@ -11,7 +11,7 @@ import { TOKENS_PER_CHUNK } from './targets/upstream-shape';
 export interface Results {
   date: string;
   machine: { cpu: string; cores: number; memoryGb: number; node: string; commit: string };
-  options: { quick: boolean; distributed: boolean; history: boolean; only: string[] | null };
+  options: { quick: boolean; distributed: boolean; history: boolean; historyOrganizations: number; only: string[] | null };
   /** Names of ours' deployments, as the rows call them. */
   deployments: string[];
   plan: Plan;

@@ -1,7 +1,7 @@
 /**
- * `pnpm bench [--quick] [--distributed] [--history] [--only chat,stream,get,video]`: starts every target in
- * one run, drives them from a separate load process, and prints one report, ratios first. See
- * docs/performance.md for what each row means.
+ * `pnpm bench [--quick] [--distributed] [--history [--history-organizations N]] [--only chat,stream,get,video]`:
+ * starts every target in one run, drives them from a separate load process, and prints one report, ratios
+ * first. See docs/performance.md for what each row means.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -15,6 +15,7 @@ import { Processes, ROOT } from './processes';
 import { allValid, render, type Results, save } from './report';
 import { type Bench, CHAT, chatSection, type Deployment, getSection, NAMES, streamSection, videoSection } from './sections';
 import { createTenants } from './setup';
+import { HISTORY } from './seed';
 import { ADMIN_TOKEN, startDistributed, startEmbedded } from './targets/ours';
 import { checkPeerReachesUpstream, startPeer } from './targets/peer';
 import { startScriptTarget } from './targets/start';
@@ -28,6 +29,7 @@ function options() {
       quick: { type: 'boolean', default: false },
       distributed: { type: 'boolean', default: false },
       history: { type: 'boolean', default: false },
+      'history-organizations': { type: 'string', default: String(HISTORY.organizations) },
       only: { type: 'string' },
     },
   });
@@ -35,10 +37,13 @@ function options() {
   const unknown = only?.filter((s) => !(SECTIONS as readonly string[]).includes(s)) ?? [];
   if (unknown.length > 0) throw new Error(`--only takes ${SECTIONS.join(', ')}; not ${unknown.join(', ')}`);
   if (values.quick && (values.distributed || values.history)) console.log('--quick skips --distributed and --history.');
+  const historyOrganizations = Number(values['history-organizations']);
+  if (!Number.isInteger(historyOrganizations) || historyOrganizations < 1) throw new Error('--history-organizations takes a positive integer');
   return {
     quick: values.quick,
     distributed: values.distributed && !values.quick,
     history: values.history && !values.quick,
+    historyOrganizations,
     only,
   };
 }
@@ -106,7 +111,8 @@ async function bench(opts: ReturnType<typeof options>, processes: Processes, run
   if (wanted('video')) results.video = await videoSection(b);
   if (opts.history) {
     // Hours on a slow storage, and last: a failure here is reported with everything measured before it.
-    await historySection(b, { deployment: deployments[0]!, restingMb: results.restingMb[NAMES.ours]! }, runDir).then(
+    const baseline = { deployment: deployments[0]!, restingMb: results.restingMb[NAMES.ours]! };
+    await historySection(b, baseline, { ...HISTORY, organizations: opts.historyOrganizations }, runDir).then(
       (history) => (results.history = history),
       (error: Error) => {
         results.historyError = error.message;
