@@ -4,7 +4,6 @@ import { type Processes, residentMb } from './processes';
 import { median } from './stats';
 
 export interface Plan {
-  quick: boolean;
   connections: number;
   warmupSeconds: number;
   rounds: number;
@@ -17,7 +16,6 @@ export interface Plan {
 }
 
 export const FULL: Plan = {
-  quick: false,
   connections: 32,
   warmupSeconds: 5,
   rounds: 3,
@@ -29,7 +27,6 @@ export const FULL: Plan = {
 
 /** Enough of everything to prove that each path works end to end, in well under a minute. */
 export const QUICK: Plan = {
-  quick: true,
   connections: 32,
   warmupSeconds: 0.5,
   rounds: 1,
