@@ -84,7 +84,7 @@ export async function historySection(
   console.log(`  restart on the same data: ready after ${(target.startupMs / 1000).toFixed(1)} s`);
 
   const { deployment } = baseline;
-  const names = { empty: `${deployment.name} (no history)`, history: `${deployment.name} (${(seeded.events / 1e6).toFixed(1)}M events)` };
+  const names = { empty: `${deployment.name} (no history)`, history: `${deployment.name} (${seeded.events.toLocaleString('en')} events)` };
   const pids = { [names.empty]: deployment.target.children[0]!.process.pid, [names.history]: target.children[0]!.process.pid };
   const resting = { [names.empty]: baseline.restingMb, [names.history]: await restingMb(pids[names.history]) };
   const tenants = await createTenants(target.origin, ADMIN_TOKEN, b.plan.tenants);

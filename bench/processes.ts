@@ -130,7 +130,8 @@ export async function untilOk(child: Child, url: string, since: number, timeoutM
   const poll = (async () => {
     let told = since;
     for (;;) {
-      const ok = await fetch(url).then((r) => r.ok, () => false);
+      // A server that listens but is still catching up may hold the probe; give up on it and say so.
+      const ok = await fetch(url, { signal: AbortSignal.timeout(5_000) }).then((r) => r.ok, () => false);
       const now = performance.now();
       if (ok) return now - since;
       if (now - since > timeoutMs) return failed(child, `did not answer 200 at ${url} within ${timeoutMs} ms`);

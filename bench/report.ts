@@ -143,7 +143,7 @@ function historyTables(h: HistoryResults): string {
       ['one seeded organization through the API', `${h.check.ledgerPage} ledger entries and ${h.check.sessionsPage} sessions on the first page, ${h.check.videos} videos, ${h.check.availableUsd} USD available`],
     ],
   );
-  return `${facts}\n\n${loadTable(h.chat)}\n\n${loadTable(h.get)}`;
+  return `${facts}\n\nChat completions, not streamed:\n\n${loadTable(h.chat)}\n\nGET:\n\n${loadTable(h.get)}`;
 }
 
 export function render(r: Results): string {

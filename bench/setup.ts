@@ -16,8 +16,24 @@ const SCOPES: Scope[] = ['chat:read', 'chat:write', 'video:read', 'video:write',
 /** Plenty for every chat and video a full run buys (a long stream reserves about 0.40 USD). */
 const CREDIT_USD = 100_000;
 
+/**
+ * Set-up is not measured, so a request that dies on its socket is sent once more: a server whose event loop
+ * lags (catching up on a long history) may close an idle keep-alive connection just as it is reused. A
+ * duplicate organization or video costs the bench nothing.
+ */
+async function send(url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (first) {
+    return fetch(url, init).catch((second: Error) => {
+      const cause = (e: unknown) => String((e as Error & { cause?: unknown }).cause ?? e);
+      throw new Error(`${init.method} ${url} failed twice: ${cause(first)}; then ${cause(second)}`);
+    });
+  }
+}
+
 export async function call<T>(origin: string, token: string, method: string, path: string, body?: unknown): Promise<T> {
-  const res = await fetch(`${origin}${path}`, {
+  const res = await send(`${origin}${path}`, {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
