@@ -1,0 +1,153 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+export const ROOT = resolve(import.meta.dirname, '..');
+/** The e2e harness's preload: a child whose IPC channel closes (the bench died, even by SIGKILL) exits. */
+const EXIT_WITH_PARENT = pathToFileURL(join(ROOT, 'services/standalone/test/exit-with-parent.mjs')).href;
+
+export interface Child {
+  name: string;
+  process: ChildProcess;
+  log: string;
+}
+
+/** Every process the bench starts, so that all of them are stopped at the end, on failure too. */
+export class Processes {
+  private readonly children = new Set<Child>();
+
+  constructor(private readonly logDir: string) {}
+
+  /** A Node child with an IPC channel, its output appended to `<logDir>/<name>.log`. */
+  node(name: string, args: string[], env: Record<string, string> = {}): Child {
+    const log = join(this.logDir, `${name}.log`);
+    const out = openSync(log, 'a');
+    const child = spawn(process.execPath, ['--import', EXIT_WITH_PARENT, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', out, out, 'ipc'],
+      // Structured clone rather than JSON: a figure with no samples stays NaN instead of arriving as null.
+      serialization: 'advanced',
+    });
+    closeSync(out);
+    const entry = { name, process: child, log };
+    this.children.add(entry);
+    child.once('exit', () => this.children.delete(entry));
+    return entry;
+  }
+
+  /** A TypeScript entry under the repository, run through tsx as the e2e harness runs services. */
+  tsx(name: string, entry: string, env: Record<string, string> = {}): Child {
+    return this.node(name, ['--import', 'tsx', join(ROOT, entry)], env);
+  }
+
+  async stop(child: Child): Promise<void> {
+    const { process: p } = child;
+    if (p.exitCode !== null || p.signalCode !== null) return;
+    const gone = new Promise((r) => p.once('exit', r));
+    p.kill('SIGTERM');
+    const killer = setTimeout(() => p.kill('SIGKILL'), 10_000);
+    await gone;
+    clearTimeout(killer);
+  }
+
+  stopAll(): Promise<void> {
+    return Promise.all([...this.children].map((c) => this.stop(c))).then(() => undefined);
+  }
+
+  /**
+   * Waits until the bench's own processes are nearly idle (together under a tenth of a core over a quarter
+   * of a second), at most `maxMs`: a server still catching up on the last run's work (subscriptions,
+   * flushes) would otherwise slow the next run. Other work on the machine is not ours to wait for.
+   */
+  async quiet(maxMs: number): Promise<void> {
+    const deadline = performance.now() + maxMs;
+    const used = async () => {
+      let total = 0;
+      for (const c of this.children) total += await cpuTicks(c.process.pid);
+      return total;
+    };
+    let before = await used();
+    while (performance.now() < deadline) {
+      await new Promise((r) => setTimeout(r, QUIET_WINDOW_MS));
+      const after = await used();
+      if (after - before < (QUIET_WINDOW_MS / 1000) * CLOCK_TICKS_PER_SECOND * 0.1) return;
+      before = after;
+    }
+  }
+}
+
+const QUIET_WINDOW_MS = 250;
+/** USER_HZ, 100 on Linux everywhere this runs (`getconf CLK_TCK`). */
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** CPU time a process has used (user + system), in clock ticks, from /proc (0 elsewhere or once it is gone). */
+async function cpuTicks(pid: number | undefined): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  // Fields after the command name, which may itself hold spaces: state is the first, utime the 12th, stime the 13th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11] ?? 0) + Number(fields[12] ?? 0);
+}
+
+export async function logTail(child: Child, lines = 30): Promise<string> {
+  const text = await readFile(child.log, 'utf8').catch(() => '');
+  return text.split('\n').slice(-lines).join('\n');
+}
+
+async function failed(child: Child, why: string): Promise<never> {
+  throw new Error(`${child.name} ${why}; last lines of ${child.log}:\n${await logTail(child)}`);
+}
+
+/** Rejects, with the child's last log lines, if it exits: raced against waits so a crash fails them at once. */
+export function exited(child: Child): Promise<never> {
+  return new Promise<void>((resolve) => child.process.once('exit', () => resolve())).then(() =>
+    failed(child, `exited (${child.process.signalCode ?? child.process.exitCode})`),
+  );
+}
+
+/** The first IPC message a child sends that has `key` (a target's `{port}`, the load process's `{ready}`). */
+export function firstMessage<T>(child: Child, key: string, timeoutMs: number): Promise<T> {
+  const message = new Promise<T>((resolveMessage) => {
+    const listen = (m: unknown) => {
+      if (typeof m !== 'object' || m === null || !(key in m)) return;
+      child.process.off('message', listen);
+      resolveMessage(m as T);
+    };
+    child.process.on('message', listen);
+  });
+  const timeout = new Promise<void>((resolve) => setTimeout(resolve, timeoutMs).unref()).then(() =>
+    failed(child, `sent no ${key} within ${timeoutMs} ms`),
+  );
+  return Promise.race([message, exited(child), timeout]);
+}
+
+const PROGRESS_EVERY_MS = 30_000;
+
+/** Polls `url` until it answers 200; the milliseconds from `since` until then. Long waits say so now and then. */
+export async function untilOk(child: Child, url: string, since: number, timeoutMs: number): Promise<number> {
+  const poll = (async () => {
+    let told = since;
+    for (;;) {
+      // A server that listens but is still catching up may hold the probe; give up on it and say so.
+      const ok = await fetch(url, { signal: AbortSignal.timeout(5_000) }).then((r) => r.ok, () => false);
+      const now = performance.now();
+      if (ok) return now - since;
+      if (now - since > timeoutMs) return failed(child, `did not answer 200 at ${url} within ${timeoutMs} ms`);
+      if (now - told > PROGRESS_EVERY_MS) {
+        told = now;
+        console.log(`  ${child.name}: not ready yet after ${Math.round((now - since) / 1000)} s`);
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  })();
+  return Promise.race([poll, exited(child)]);
+}
+
+/** Resident memory in MB, from /proc (Linux only; NaN elsewhere or once the process is gone). */
+export async function residentMb(pid: number | undefined): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  const kb = /VmRSS:\s+(\d+) kB/.exec(status)?.[1];
+  return kb === undefined ? Number.NaN : Number(kb) / 1024;
+}

@@ -1,0 +1,85 @@
+/**
+ * Ours: the standalone service as a child process, or (`--distributed`) each service as its own process
+ * over the local NATS, started as the e2e harness starts them. Generation is as fast as the simulator
+ * allows, webhooks may reach the loopback receiver, and chat goes to C.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Child, exited, type Processes, ROOT, untilOk } from '../processes';
+import { freePort, type Target } from './start';
+
+export const ADMIN_TOKEN = 'bench-admin-token-0123456789';
+const READY_TIMEOUT_MS = 180_000;
+
+export interface OursTarget extends Target {
+  dataDir: string;
+}
+
+/** What every mode needs: C as the chat upstream, instant simulated videos, deliveries to loopback. */
+const serviceEnv = (upstreamOrigin: string) => ({
+  LOG_LEVEL: 'warn',
+  CHAT_UPSTREAM: 'openai',
+  CHAT_UPSTREAM_BASE_URL: `${upstreamOrigin}/v1`,
+  CHAT_UPSTREAM_API_KEY: 'x',
+  // The configuration refuses 0 (a positive number of milliseconds), so 1 is the shortest generation; polled
+  // every millisecond so that the simulator's default 1 s poll does not stand in for our pipeline's latency.
+  SIM_VIDEO_DURATION_MS: '1',
+  SIM_VIDEO_POLL_MS: '1',
+  WEBHOOK_ALLOW_PRIVATE: '1',
+});
+
+export async function startEmbedded(
+  processes: Processes,
+  options: { name: string; dataDir: string; upstreamOrigin: string; readyTimeoutMs?: number },
+): Promise<OursTarget> {
+  const port = await freePort();
+  const built = join(ROOT, 'services/standalone/dist/main.js');
+  const env = {
+    ...serviceEnv(options.upstreamOrigin),
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    DATA_DIR: options.dataDir,
+    ADMIN_TOKEN,
+  };
+  const started = performance.now();
+  const child = existsSync(built)
+    ? processes.node(options.name, [built], env)
+    : processes.tsx(options.name, 'services/standalone/src/main.ts', env);
+  const origin = `http://127.0.0.1:${port}`;
+  const startupMs = await untilOk(child, `${origin}/readyz`, started, options.readyTimeoutMs ?? READY_TIMEOUT_MS);
+  return { name: options.name, origin, children: [child], startupMs, dataDir: options.dataDir };
+}
+
+export async function startDistributed(
+  processes: Processes,
+  options: { name: string; dataDir: string; upstreamOrigin: string; natsUrl: string },
+): Promise<OursTarget> {
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  const common = { ...serviceEnv(options.upstreamOrigin), NATS_URL: options.natsUrl };
+  const service = (name: string, env: Record<string, string>): Child =>
+    processes.tsx(`${options.name}-${name}`, `services/${name}/src/main.ts`, {
+      ...common,
+      DATA_DIR: join(options.dataDir, name),
+      ...env,
+    });
+  const started = performance.now();
+  const children = [
+    service('billing', {}),
+    service('chat', {}),
+    service('webhook', {
+      WEBHOOK_SECRET_KEY: Buffer.alloc(32, 7).toString('base64'),
+      WEBHOOK_MODE: 'development',
+      // Runs share one NATS, and replicas of a durable consumer share its messages: one consumer per run.
+      WEBHOOK_CONSUMER: `webhook-deliveries-bench-${process.pid}-${Date.now()}`,
+    }),
+    service('video', { PUBLIC_BASE_URL: origin }),
+    service('gateway', { PORT: String(port), HOST: '127.0.0.1', ADMIN_TOKEN }),
+  ];
+  // The gateway is ready once every service answers it; any service dying early fails the start at once.
+  const startupMs = await Promise.race([
+    untilOk(children.at(-1)!, `${origin}/readyz`, started, READY_TIMEOUT_MS),
+    ...children.map(exited),
+  ]);
+  return { name: options.name, origin, children, startupMs, dataDir: options.dataDir };
+}
