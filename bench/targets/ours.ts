@@ -21,10 +21,8 @@ const serviceEnv = (upstreamOrigin: string) => ({
   CHAT_UPSTREAM: 'openai',
   CHAT_UPSTREAM_BASE_URL: `${upstreamOrigin}/v1`,
   CHAT_UPSTREAM_API_KEY: 'x',
-  // The configuration refuses 0 (a positive number of milliseconds), so 1 is the shortest generation; polled
-  // every millisecond so that the simulator's default 1 s poll does not stand in for our pipeline's latency.
-  SIM_VIDEO_DURATION_MS: '1',
-  SIM_VIDEO_POLL_MS: '1',
+  // Finished at once: a job due now is worked as soon as it is started, so the poll interval plays no part.
+  SIM_VIDEO_DURATION_MS: '0',
   WEBHOOK_ALLOW_PRIVATE: '1',
 });
 

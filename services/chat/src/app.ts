@@ -72,6 +72,7 @@ export async function createChat(runtime: ChatRuntime) {
     logger: runtime.logger,
   });
   const cancels = await runtime.client.onBroadcast(Subjects.chat.cancelStream, onCancelStream(service, runtime.logger));
+  gptTokenizer.warmUp();
   return {
     service,
     module: ChatModule.register(service, runtime.logger),

@@ -1,3 +1,4 @@
+import 'reflect-metadata';
 import { startTelemetry } from '@oc/telemetry';
 import { loadStandaloneConfig } from './config';
 import { startStandalone } from './standalone';

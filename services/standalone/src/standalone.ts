@@ -71,29 +71,6 @@ export async function startStandalone(options: StandaloneOptions) {
     return service;
   };
 
-  await serve(
-    await createBilling({
-      eventStore: stores.store,
-      readModels: readModels('billing'),
-      client,
-      clock,
-      ids,
-      logger: logger.child({ service: 'billing' }),
-    }),
-  );
-
-  await serve(
-    await createChat({
-      eventStore: stores.store,
-      readModels: readModels('chat'),
-      client,
-      clock,
-      ids,
-      logger: logger.child({ service: 'chat' }),
-      ...chatSettings(config),
-    }),
-  );
-
   // Loaded only when configured, like every optional adapter: a standalone start should not pay for it.
   const redis = config.REDIS_URL
     ? new (await import('ioredis')).Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
@@ -107,13 +84,33 @@ export async function startStandalone(options: StandaloneOptions) {
     version,
     usageFlushMs: config.KEY_USAGE_FLUSH_MS,
   });
+  // The gateway listens first, so that by default video URLs point at the address it actually got; it is
+  // ready once the services below answer its pings.
   const server = await gateway.listen(config.PORT, config.HOST);
   const port = (server.address() as AddressInfo).port;
   const url = `http://127.0.0.1:${port}`;
 
-  // After the gateway listens, so that by default video URLs point at the address it actually got.
-  await serve(
-    await createVideo({
+  const webhookKey = await resolveSecretKey(join(config.DATA_DIR, 'webhook-secret-key'), config.WEBHOOK_SECRET_KEY);
+  // Built side by side: each catches its read models up on its own files and worker threads.
+  const built = await Promise.all([
+    createBilling({
+      eventStore: stores.store,
+      readModels: readModels('billing'),
+      client,
+      clock,
+      ids,
+      logger: logger.child({ service: 'billing' }),
+    }),
+    createChat({
+      eventStore: stores.store,
+      readModels: readModels('chat'),
+      client,
+      clock,
+      ids,
+      logger: logger.child({ service: 'chat' }),
+      ...chatSettings(config),
+    }),
+    createVideo({
       eventStore: stores.store,
       readModels: readModels('video'),
       client,
@@ -124,11 +121,7 @@ export async function startStandalone(options: StandaloneOptions) {
       publicBaseUrl: config.PUBLIC_BASE_URL ?? url,
       dataDir: join(config.DATA_DIR, 'video'),
     }),
-  );
-
-  const webhookKey = await resolveSecretKey(join(config.DATA_DIR, 'webhook-secret-key'), config.WEBHOOK_SECRET_KEY);
-  await serve(
-    await createWebhook({
+    createWebhook({
       eventStore: stores.store,
       readModels: readModels('webhook'),
       // One shared log in this mode: the webhook service reads video events straight from it.
@@ -139,7 +132,9 @@ export async function startStandalone(options: StandaloneOptions) {
       settings: webhookSettings(config, 'development', webhookKey),
       version,
     }),
-  );
+  ]);
+  // In this order, so that closing (in reverse) stops billing's callers before billing.
+  for (const service of built) await serve(service);
 
   const demo = options.demo ? await createDemoOnFirstStart(client) : undefined;
 
