@@ -48,9 +48,31 @@ export interface HandleResult<State, Event> {
   appended?: AppendResult;
 }
 
+/** One command waiting on its stream, with how to answer it. */
+interface Pending<State, Command, Event> {
+  command: Command;
+  metadata: EventMetadata | undefined;
+  resolve(result: HandleResult<State, Event>): void;
+  reject(error: unknown): void;
+}
+
+/** Commands on one stream gathered while an earlier append to it commits; all decided by one decider. */
+interface Batch {
+  decider: Decider<unknown, unknown, DomainEvent>;
+  pending: Array<Pending<unknown, unknown, DomainEvent>>;
+}
+
+/** Commands one append may carry, so that a burst on one stream commits in bounded transactions. */
+const MAX_BATCH = 256;
+
 /**
  * Load, decide, append with optimistic concurrency. Commands on one stream run one at a time in this
  * process; a conflict with another process is retried a bounded number of times with backoff.
+ * Commands that arrive for a stream while an append to it is committing are decided one after another on
+ * the state it leaves, and their events go in one append with one expected revision: a burst on one stream
+ * (an organization's 200 reservations) costs a few commits, not 200, and stays exact, because the whole
+ * append fails on a conflict and every command in it is decided again on the fresh state. A command whose
+ * decision throws fails alone, after the others' append has settled, against the same state they saw.
  * The state of recently used streams is kept and trusted: a command on a known stream reads nothing, and
  * only a conflict (another writer appended meanwhile) makes it read the events appended since. So long
  * streams (an account's reservations) cost the same per command as short ones.
@@ -59,6 +81,8 @@ export class CommandHandler {
   private readonly mutex = new KeyedMutex();
   #lastAppended = -1;
   private readonly states = new Map<string, { decider: unknown; state: unknown; revision: number | 'no_stream' }>();
+  /** Per stream, the batch waiting for the stream's current append to settle. */
+  private readonly gathering = new Map<string, Batch>();
 
   constructor(
     private readonly store: EventStore,
@@ -71,30 +95,70 @@ export class CommandHandler {
     command: Command,
     metadata?: EventMetadata,
   ): Promise<HandleResult<State, Event>> {
-    return this.mutex.run(streamName, async () => {
-      const maxAttempts = this.options.maxAttempts ?? 5;
-      for (let attempt = 1; ; attempt++) {
-        const { state, revision } = await this.read(streamName, decider, attempt > 1);
-        const events = decider.decide(command, state);
-        if (events.length === 0) return { state, events };
-        const toAppend: NewEvent[] = events.map((e) => ({
-          type: e.type,
-          data: e.data,
-          ...(this.options.newEventId ? { id: this.options.newEventId() } : {}),
-          ...(metadata ? { metadata } : {}),
-        }));
-        try {
-          const appended = await this.store.appendToStream(streamName, toAppend, { expectedRevision: revision });
-          this.#lastAppended = Math.max(this.#lastAppended, appended.position);
-          const next = events.reduce((s, e) => decider.evolve(s, e), state);
-          this.remember(streamName, decider, next, appended.nextExpectedRevision);
-          return { state: next, events, appended };
-        } catch (error) {
-          if (!(error instanceof WrongExpectedRevisionError) || attempt >= maxAttempts) throw error;
-          await new Promise((r) => setTimeout(r, Math.min(100, 2 ** attempt) * Math.random()));
-        }
+    return new Promise((resolve, reject) => {
+      const pending = { command, metadata, resolve, reject } as Pending<unknown, unknown, DomainEvent>;
+      const open = this.gathering.get(streamName);
+      if (open && open.decider === decider && open.pending.length < MAX_BATCH) {
+        open.pending.push(pending);
+        return;
       }
+      const batch: Batch = { decider: decider as Decider<unknown, unknown, DomainEvent>, pending: [pending] };
+      this.gathering.set(streamName, batch);
+      void this.mutex.run(streamName, () => {
+        if (this.gathering.get(streamName) === batch) this.gathering.delete(streamName);
+        return this.run(streamName, batch);
+      });
     });
+  }
+
+  private async run(streamName: string, { decider, pending }: Batch): Promise<void> {
+    const maxAttempts = this.options.maxAttempts ?? 5;
+    for (let attempt = 1; ; attempt++) {
+      let outcomes: Array<{ state: unknown; events: DomainEvent[] } | { error: unknown }> = [];
+      try {
+        const { state, revision } = await this.read(streamName, decider, attempt > 1);
+        let current = state;
+        outcomes = pending.map(({ command }) => {
+          try {
+            const events = decider.decide(command, current);
+            current = events.reduce((s, e) => decider.evolve(s, e), current);
+            return { state: current, events };
+          } catch (error) {
+            return { error };
+          }
+        });
+        const toAppend: NewEvent[] = [];
+        outcomes.forEach((outcome, i) => {
+          if ('error' in outcome) return;
+          for (const e of outcome.events) {
+            toAppend.push({
+              type: e.type,
+              data: e.data,
+              ...(this.options.newEventId ? { id: this.options.newEventId() } : {}),
+              ...(pending[i]!.metadata ? { metadata: pending[i]!.metadata } : {}),
+            });
+          }
+        });
+        const appended =
+          toAppend.length > 0 ? await this.store.appendToStream(streamName, toAppend, { expectedRevision: revision }) : undefined;
+        if (appended) {
+          this.#lastAppended = Math.max(this.#lastAppended, appended.position);
+          this.remember(streamName, decider, current, appended.nextExpectedRevision);
+        }
+        outcomes.forEach((outcome, i) => {
+          if ('error' in outcome) pending[i]!.reject(outcome.error);
+          else pending[i]!.resolve({ ...outcome, ...(appended && outcome.events.length > 0 ? { appended } : {}) });
+        });
+        return;
+      } catch (error) {
+        if (!(error instanceof WrongExpectedRevisionError) || attempt >= maxAttempts) {
+          outcomes.forEach((outcome, i) => pending[i]!.reject('error' in outcome ? outcome.error : error));
+          for (const rest of pending.slice(outcomes.length)) rest.reject(error);
+          return;
+        }
+        await new Promise((r) => setTimeout(r, Math.min(100, 2 ** attempt) * Math.random()));
+      }
+    }
   }
 
   /** Global position of the last event appended through this handler; -1 before the first. */

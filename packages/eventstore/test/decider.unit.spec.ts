@@ -64,6 +64,40 @@ describe('CommandHandler', () => {
     expect((await aggregateStream(store, 'counter-1', counter)).state).toEqual({ value: 30 });
   });
 
+  it('commits a burst of commands on one stream in a few appends, each answered with the state after its own events', async () => {
+    const handler = new CommandHandler(store);
+    const appendToStream = vi.spyOn(store, 'appendToStream');
+
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        handler.handle('counter-1', counter, { type: 'Increment', max: 100 }, { correlationId: `corr-${i}` }),
+      ),
+    );
+
+    expect(appendToStream.mock.calls.length).toBeLessThanOrEqual(2);
+    expect(results.map((r) => r.state.value)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    const stored = await store.readStream('counter-1');
+    expect(stored.map((e) => e.metadata?.correlationId)).toEqual(results.map((_, i) => `corr-${i}`));
+  });
+
+  it('fails only the commands of a burst whose own decision throws', async () => {
+    const handler = new CommandHandler(store);
+    await handler.handle('counter-1', counter, { type: 'Increment', max: 10 });
+
+    const results = await Promise.allSettled([
+      handler.handle('counter-1', counter, { type: 'Increment', max: 10 }),
+      handler.handle('counter-1', counter, { type: 'Increment', max: 2 }),
+      handler.handle('counter-1', counter, { type: 'Increment', max: 10 }),
+    ]);
+
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value.state.value : r.reason.constructor.name))).toEqual([
+      2,
+      'LimitReached',
+      3,
+    ]);
+    expect((await aggregateStream(store, 'counter-1', counter)).state).toEqual({ value: 3 });
+  });
+
   it('returns the new state and where the events were appended', async () => {
     const handler = new CommandHandler(store);
     await handler.handle('counter-1', counter, { type: 'Increment', max: 10 });
@@ -152,6 +186,25 @@ describe('CommandHandler against another process on the same file', () => {
     expect(raced.reads()).toBe(2);
     expect(result.state).toEqual({ value: 11 });
     expect((await mine.readStream('counter-1')).map((e) => e.data)).toEqual([{ by: 10 }, { by: 1 }]);
+  });
+
+  it('decides a whole burst again on the fresh state after a conflict', async () => {
+    const raced = racedBy(1);
+    const handler = new CommandHandler(raced.store);
+
+    const results = await Promise.allSettled(
+      Array.from({ length: 5 }, () => handler.handle('counter-1', counter, { type: 'Increment', max: 13 })),
+    );
+
+    expect(raced.reads()).toBe(2);
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value.state.value : r.reason.constructor.name))).toEqual([
+      11,
+      12,
+      13,
+      'LimitReached',
+      'LimitReached',
+    ]);
+    expect((await mine.readStream('counter-1')).map((e) => e.data)).toEqual([{ by: 10 }, { by: 1 }, { by: 1 }, { by: 1 }]);
   });
 
   it('gives up with the conflict after maxAttempts', async () => {
