@@ -1,15 +1,23 @@
 /**
  * Ours: the standalone service as a child process, or (`--distributed`) each service as its own process
- * over the local NATS, started as the e2e harness starts them. Generation is as fast as the simulator
+ * over the local NATS (each service's built bundle). Generation is as fast as the simulator
  * allows, webhooks may reach the loopback receiver, and chat goes to C.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Child, exited, type Processes, ROOT, untilOk } from '../processes';
 import { freePort, type Target } from './start';
 
 export const ADMIN_TOKEN = 'bench-admin-token-0123456789';
 const READY_TIMEOUT_MS = 180_000;
+
+/** Node's flags in `pnpm start` (the heap budget), so that the bench runs the bundle exactly as a user starts it. */
+const START_FLAGS = (() => {
+  const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
+  const flags = /node ((?:--\S+ )*)services\/standalone\/dist\/main\.js/.exec(scripts.start)?.[1];
+  if (flags === undefined) throw new Error('The start script no longer runs services/standalone/dist/main.js with node');
+  return flags.trim().split(' ').filter(Boolean);
+})();
 
 export interface OursTarget extends Target {
   dataDir: string;
@@ -41,7 +49,7 @@ export async function startEmbedded(
   };
   const started = performance.now();
   const child = existsSync(built)
-    ? processes.node(options.name, [built], env)
+    ? processes.node(options.name, [...START_FLAGS, built], env)
     : processes.tsx(options.name, 'services/standalone/src/main.ts', env);
   const origin = `http://127.0.0.1:${port}`;
   const startupMs = await untilOk(child, `${origin}/readyz`, started, options.readyTimeoutMs ?? READY_TIMEOUT_MS);
