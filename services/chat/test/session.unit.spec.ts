@@ -1,7 +1,7 @@
 import { DomainError, toApiError } from '@oc/contracts';
 import { deciderSpec } from '@oc/eventstore/testing';
 import { describe, expect, it } from 'vitest';
-import { type SessionCommand, sessionDecider, type SessionEvent } from '../src/domain/session';
+import { conversation, ownedConversation, type SessionCommand, sessionDecider, type SessionEvent } from '../src/domain/session';
 
 const spec = deciderSpec(sessionDecider);
 const usage = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 };
@@ -60,8 +60,23 @@ describe('chat session decider', () => {
     expect(errorBody(spec.given([started]).when(exchange({ startsSession: true }))).error.code).toBe('session_exists');
   });
 
-  it('folds the whole conversation in order', () => {
+  it('folds the whole conversation in order, for its owner only', () => {
+    const state = [started, recorded('chatcmpl_1'), recorded('chatcmpl_2')].reduce(conversation.evolve, conversation.initialState());
+    expect(ownedConversation(state, 'org_1', 'chat_1')).toEqual([...messages, ...messages]);
+    const notFound = (fold: () => unknown) => {
+      try {
+        fold();
+      } catch (error) {
+        return errorBody({ error }).error.code;
+      }
+      return 'no error';
+    };
+    expect(notFound(() => ownedConversation(state, 'org_2', 'chat_1'))).toBe('resource_not_found');
+    expect(notFound(() => ownedConversation(conversation.initialState(), 'org_1', 'chat_1'))).toBe('resource_not_found');
+  });
+
+  it('keeps no messages in the state it decides on, so kept sessions stay small', () => {
     const state = [started, recorded('chatcmpl_1'), recorded('chatcmpl_2')].reduce(sessionDecider.evolve, sessionDecider.initialState());
-    expect(state).toMatchObject({ status: 'open', orgId: 'org_1', createdAt: 100, messages: [...messages, ...messages] });
+    expect(state).toEqual({ status: 'open', sessionId: 'chat_1', orgId: 'org_1', createdAt: 100, completions: new Set(['chatcmpl_1', 'chatcmpl_2']) });
   });
 });

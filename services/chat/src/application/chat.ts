@@ -19,7 +19,7 @@ import { pageAfter, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { conversationTokens, trimToContext } from '../domain/context';
 import { chargeMicros, costMicros } from '../domain/pricing';
-import { ownedSession, sessionDecider, sessionStream } from '../domain/session';
+import { conversation, ownedConversation, sessionDecider, sessionStream } from '../domain/session';
 import { theoryInstruction } from '../domain/theory';
 import { ChatCollections, type ChatSessionDoc } from '../projections/documents';
 import type { ChatProvider, FramePublisher, Funds, Tokenizer } from './ports';
@@ -218,8 +218,8 @@ export class ChatService {
 
   /** The stored conversation, from the session's own stream so that the last exchange is always in it. */
   private async history(orgId: string, sessionId: string): Promise<ChatMessage[]> {
-    const { state } = await aggregateStream(this.deps.eventStore, sessionStream(sessionId), sessionDecider);
-    return ownedSession(state, orgId, sessionId).messages.map(({ role, content }) => ({ role, content }));
+    const { state } = await aggregateStream(this.deps.eventStore, sessionStream(sessionId), conversation);
+    return ownedConversation(state, orgId, sessionId).map(({ role, content }) => ({ role, content }));
   }
 
   /** Holds the most the call can cost (every prompt token plus the whole `max_tokens`) before any upstream work. */

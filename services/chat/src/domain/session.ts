@@ -3,6 +3,9 @@ import { type ChatEvent, DomainError, type StoredChatMessage, type Usage } from 
 /**
  * A conversation kept server-side (stream `chat-<session_id>`), owned by one organization. Each
  * completion adds one exchange: the new messages the client sent and the assistant's reply.
+ * Deciding needs only who owns the session and which completions it holds; the messages themselves are
+ * folded by `conversation`, when a request continues the session. So the state the command handler keeps
+ * for recently used sessions stays small however long their conversations grow.
  */
 export type SessionEvent = ChatEvent;
 
@@ -25,7 +28,6 @@ export type SessionState =
       sessionId: string;
       orgId: string;
       createdAt: number;
-      messages: StoredChatMessage[];
       /** Completions already recorded, so a repeated command is harmless. */
       completions: Set<string>;
     };
@@ -75,7 +77,7 @@ function decide(command: SessionCommand, state: SessionState): SessionEvent[] {
   }
 }
 
-/** Sessions grow with every exchange, so evolve appends in place: a state given to it is not reused. */
+/** Sessions grow with every exchange, so evolve adds in place: a state given to it is not reused. */
 function evolve(state: SessionState, event: SessionEvent): SessionState {
   switch (event.type) {
     case 'ChatSessionStarted':
@@ -84,12 +86,10 @@ function evolve(state: SessionState, event: SessionEvent): SessionState {
         sessionId: event.data.session_id,
         orgId: event.data.org_id,
         createdAt: event.data.created_at,
-        messages: [],
         completions: new Set(),
       };
     case 'ChatExchangeRecorded':
       if (state.status !== 'open') return state;
-      state.messages.push(...event.data.messages);
       state.completions.add(event.data.completion_id);
       return state;
     default: {
@@ -100,3 +100,22 @@ function evolve(state: SessionState, event: SessionEvent): SessionState {
 }
 
 export const sessionDecider = { decide, evolve, initialState };
+
+/** The messages of a session in order, with its owner; `null` owner while the session does not exist. */
+export type Conversation = { orgId: string | null; messages: StoredChatMessage[] };
+
+/** Folds a session's stream into its conversation (in place, like `evolve`). */
+export const conversation = {
+  initialState: (): Conversation => ({ orgId: null, messages: [] }),
+  evolve(state: Conversation, event: SessionEvent): Conversation {
+    if (event.type === 'ChatSessionStarted') return { orgId: event.data.org_id, messages: [] };
+    state.messages.push(...event.data.messages);
+    return state;
+  },
+};
+
+/** The messages of a session the organization owns; another organization's is answered like a missing one. */
+export function ownedConversation(state: Conversation, orgId: string, sessionId: string): StoredChatMessage[] {
+  if (state.orgId !== orgId) throw new DomainError({ kind: 'NotFound', resource: 'chat_session', id: sessionId });
+  return state.messages;
+}
