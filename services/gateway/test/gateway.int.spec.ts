@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import type { Server } from 'node:http';
+import { brotliCompressSync, gzipSync } from 'node:zlib';
 import type { AddressInfo } from 'node:net';
 import { createBilling } from '@oc/billing';
 import { ManualClock, randomIds, Subjects, unwrap, type CreatedApiKey } from '@oc/contracts';
@@ -43,6 +44,7 @@ beforeAll(async () => {
     v1: [
       { method: 'GET', path: '/v1/scoped/:id', scope: 'video:read', handle: async ({ params }) => ({ ok: true, data: params }) },
       { method: 'GET', path: '/v1/boom', scope: null, handle: async () => { throw new TypeError('a bug'); } },
+      { method: 'POST', path: '/v1/echo', scope: null, handle: async ({ body }) => ({ ok: true, data: body }) },
       ...v1Routes('1.2.3', () => clock.now()),
     ],
     admin: [],
@@ -148,6 +150,39 @@ describe('gateway: malformed input never causes a 5xx', () => {
     const json = (await res.json()) as { error: { type: string; code: string; message: string } };
     expect(json.error.code).toEqual(expect.any(String));
     expect(json.error.message).not.toMatch(/ at .*\.ts:\d+/);
+  });
+
+  describe('a body that is not what its Content-Encoding says', () => {
+    const json = Buffer.from('{"model":"chat-2"}');
+    const post = async (body: Buffer, encoding: string) => {
+      const { key } = await newKey({ scopes: ['video:read'] });
+      const res = await fetch(`${url}/v1/echo`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-encoding': encoding },
+        body,
+      });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+
+    it.each([
+      ['gzip', json],
+      ['br', json],
+      ['deflate', json],
+      ['gzip', gzipSync(json).subarray(0, 12)],
+    ])('is a 400 invalid_body (%s)', async (encoding, body) => {
+      const res = await post(body, encoding);
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_body' });
+      expect(res.body.error.message).toContain(`'${encoding}'`);
+    });
+
+    it('is read when it is compressed as it says, and refused with 413 when it inflates past the limit', async () => {
+      expect(await post(gzipSync(json), 'gzip')).toEqual({ status: 200, body: { model: 'chat-2' } });
+      expect(await post(brotliCompressSync(json), 'br')).toEqual({ status: 200, body: { model: 'chat-2' } });
+      const bomb = await post(gzipSync(Buffer.alloc(20 * 1024 * 1024, 0x20)), 'gzip');
+      expect(bomb.status).toBe(413);
+      expect(bomb.body.error.code).toBe('request_too_large');
+    });
   });
 
   it('refuses an oversized Authorization header without looking it up', async () => {

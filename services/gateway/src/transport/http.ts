@@ -237,8 +237,8 @@ function readMultipartBody(req: Request): Promise<Record<string, string>> {
 }
 
 /** body-parser's errors carry a `type` and a status; map each to the spec's error body. */
-function bodyParserError(error: unknown): ApiError | undefined {
-  const e = error as { type?: string; status?: number };
+function bodyParserError(error: unknown, contentEncoding: string | undefined): ApiError | undefined {
+  const e = error as { type?: string; status?: number; expose?: boolean };
   switch (e?.type) {
     case 'entity.parse.failed':
       return invalidRequest('invalid_json', 'We could not parse the JSON body of your request.');
@@ -257,6 +257,14 @@ function bodyParserError(error: unknown): ApiError | undefined {
     case 'stream.encoding.set':
       return invalidRequest('invalid_body', 'The request body could not be read.');
     default:
+      // A body that does not decompress as its Content-Encoding says: body-parser passes zlib's error on
+      // with a client status (400) and no type of its own.
+      if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500 && e.expose === true) {
+        return invalidRequest(
+          'invalid_body',
+          `The request body is not valid '${contentEncoding ?? ''}' data as its Content-Encoding says: send it compressed that way, or without Content-Encoding.`,
+        );
+      }
       return undefined;
   }
 }
@@ -271,7 +279,7 @@ function sendReply(res: Response, reply: Reply<unknown>) {
 
 /** The one exit for failures: body-parser errors, API errors, and anything unexpected (logged, never shown). */
 function sendError(res: Response, raw: unknown, logger?: Logger) {
-  const error = bodyParserError(raw) ?? toApiError(raw);
+  const error = bodyParserError(raw, res.req?.headers['content-encoding']) ?? toApiError(raw);
   if (error.status >= 500 && !(raw instanceof ApiError)) logger?.error({ err: raw }, 'unexpected error');
   if (error.retryAfter !== undefined) res.setHeader('Retry-After', String(error.retryAfter));
   res.status(error.status).json(error.toBody());
