@@ -3,3 +3,4 @@ export * from './decider';
 export * from './sqlite';
 export * from './kurrentdb';
 export { startWorker, type WorkerCalls } from './worker-calls';
+export { ensurePrivateDir, privateFiles } from './data-dir';

@@ -1,9 +1,8 @@
 import 'reflect-metadata';
-import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { CheckpointStore, EventStore } from '@oc/eventstore';
+import { type CheckpointStore, type EventStore, ensurePrivateDir, privateFiles } from '@oc/eventstore';
 import { openEventStores } from '@oc/eventstore/open';
 import { ensureEventsStream, natsServerStrategy, NatsServiceClient, startOutboxRelay } from '@oc/messaging';
 import { MongoReadModelStore, type ReadModelStore, SqliteReadModelStore } from '@oc/readmodel';
@@ -46,7 +45,8 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
   const { service, config } = options;
   const telemetry = await startTelemetry({ serviceName: `oc-${service}`, version: options.version });
   const logger = createLogger({ service, level: config.LOG_LEVEL });
-  await mkdir(config.DATA_DIR, { recursive: true });
+  privateFiles();
+  await ensurePrivateDir(config.DATA_DIR);
   const stores = openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: join(config.DATA_DIR, 'events.sqlite') });
   const readModels = config.MONGO_URL
     ? await MongoReadModelStore.connect(config.MONGO_URL, `oc_${service}`)

@@ -1,9 +1,11 @@
 import 'reflect-metadata';
+import { privateFiles } from '@oc/eventstore';
 import { startTelemetry } from '@oc/telemetry';
 import { loadStandaloneConfig } from './config';
 import { startStandalone } from './standalone';
 import { version } from './version';
 
+privateFiles();
 const config = loadStandaloneConfig();
 const telemetry = await startTelemetry({ serviceName: 'oc-standalone', version });
 const app = await startStandalone({ config, demo: true });

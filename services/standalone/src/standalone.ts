@@ -15,7 +15,7 @@ import {
   systemClock,
   unwrap,
 } from '@oc/contracts';
-import { openSqliteStores } from '@oc/eventstore';
+import { ensurePrivateDir, openSqliteStores } from '@oc/eventstore';
 import { createGateway, RateLimits } from '@oc/gateway';
 import { EventStoreEventBus, InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
 import { SqliteReadModelStore } from '@oc/readmodel';
@@ -46,7 +46,7 @@ export async function startStandalone(options: StandaloneOptions) {
   const clock = options.clock ?? systemClock;
   const ids = options.ids ?? randomIds;
   const logger = options.logger ?? createLogger({ service: 'standalone', level: config.LOG_LEVEL });
-  await mkdir(config.DATA_DIR, { recursive: true });
+  await ensurePrivateDir(config.DATA_DIR);
   const admin = await resolveAdminToken(config.DATA_DIR, config.ADMIN_TOKEN);
 
   const stores = openSqliteStores({ filename: join(config.DATA_DIR, 'events.sqlite'), clock });

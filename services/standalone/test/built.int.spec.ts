@@ -1,6 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -19,6 +19,8 @@ describe('the built standalone service', () => {
   beforeAll(async () => {
     execFileSync(process.execPath, [join(ROOT, 'scripts/ensure-built.mjs'), 'services/standalone'], { cwd: ROOT, stdio: 'inherit' });
     dataDir = await mkdtemp(join(tmpdir(), 'oc-built-'));
+    // As a directory made by hand with the usual umask would be: the service must close it.
+    await chmod(dataDir, 0o755);
     child = spawn(process.execPath, [join(ROOT, 'services/standalone/dist/main.js')], {
       cwd: ROOT,
       env: {
@@ -73,5 +75,18 @@ describe('the built standalone service', () => {
     const [code] = await once(child, 'exit');
     expect(code).toBe(0);
     expect(output).not.toMatch(/Error|ERR_/);
+  });
+
+  it('keeps DATA_DIR to its own user: the directory 0700, everything it wrote there 0600 or 0700', async () => {
+    expect((await stat(dataDir)).mode & 0o777).toBe(0o700);
+    const entries = await readdir(dataDir, { recursive: true });
+    expect(entries).toEqual(expect.arrayContaining(['events.sqlite', join('read-models', 'chat.sqlite')]));
+    expect(entries.some((entry) => entry.endsWith('.mp4'))).toBe(true);
+    const open = [];
+    for (const entry of entries) {
+      const mode = (await stat(join(dataDir, entry))).mode & 0o777;
+      if ((mode & 0o077) !== 0) open.push(`${entry} ${mode.toString(8)}`);
+    }
+    expect(open).toEqual([]);
   });
 });
