@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { KeyAuthenticator } from './application/authenticator';
 import { KeyUsageRecorder } from './application/key-usage';
 import type { RateLimits } from './application/rate-limits';
-import { createGatewayApp } from './transport/http';
+import { answerClientErrors, createGatewayApp } from './transport/http';
 import { adminRoutes } from './transport/admin-routes';
 import { v1Routes } from './transport/v1-routes';
 
@@ -61,6 +61,7 @@ export async function createGateway(options: GatewayOptions) {
     listen(port: number, host = '0.0.0.0'): Promise<Server> {
       return new Promise((resolve) => {
         const server = app.listen(port, host, () => resolve(server));
+        answerClientErrors(server);
       });
     },
     async close() {

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import type { Server } from 'node:http';
 import { brotliCompressSync, gzipSync } from 'node:zlib';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import { createBilling } from '@oc/billing';
 import { ManualClock, randomIds, Subjects, unwrap, type CreatedApiKey } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyAuthenticator } from '../src/application/authenticator';
 import { KeyUsageRecorder } from '../src/application/key-usage';
 import { RateLimits } from '../src/application/rate-limits';
-import { createGatewayApp } from '../src/transport/http';
+import { answerClientErrors, createGatewayApp } from '../src/transport/http';
 import { v1Routes } from '../src/transport/v1-routes';
 
 const logger = createLogger({ service: 'gateway-test', level: 'silent' });
@@ -54,6 +54,7 @@ beforeAll(async () => {
   });
   server = await new Promise<Server>((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    answerClientErrors(s);
   });
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   closeAll = async () => {
@@ -182,6 +183,36 @@ describe('gateway: malformed input never causes a 5xx', () => {
       const bomb = await post(gzipSync(Buffer.alloc(20 * 1024 * 1024, 0x20)), 'gzip');
       expect(bomb.status).toBe(413);
       expect(bomb.body.error.code).toBe('request_too_large');
+    });
+  });
+
+  describe('what the HTTP parser refuses is answered in the spec shape', () => {
+    /** Sends bytes as they are and reads the whole answer until the server closes the connection. */
+    const raw = (request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(new URL(url).port), '127.0.0.1');
+        let answer = '';
+        socket.on('data', (chunk) => (answer += chunk));
+        socket.on('end', () => resolve(answer));
+        socket.on('error', reject);
+        socket.end(request);
+      });
+
+    it.each([
+      ['a URL over 16 KiB', `GET /v1/${'a'.repeat(17_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, 'request_header_fields_too_large'],
+      ['a control character in a header', 'GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Note: a\u0001b\r\n\r\n', 400, 'malformed_request'],
+      [
+        'both Content-Length and Transfer-Encoding',
+        'POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+        400,
+        'malformed_request',
+      ],
+      ['a chunk size that is not one', 'POST /v1/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZZ\r\n', 400, 'malformed_request'],
+    ])('%s', async (_, request, status, code) => {
+      const answer = await raw(request);
+      expect(answer.split('\r\n')[0]).toBe(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}`);
+      const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { error: { type: string; code: string } };
+      expect(body.error).toMatchObject({ type: 'invalid_request_error', code });
     });
   });
 

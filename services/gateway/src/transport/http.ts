@@ -1,4 +1,6 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import {
   ApiError,
   type Clock,
@@ -307,3 +309,51 @@ function methodNotAllowed(res: Response, method: string, path: string, allow: st
 const serviceUnavailableBody = () => ({
   error: { type: 'service_unavailable_error', message: 'Not ready.', code: 'service_unavailable' },
 });
+
+/** What Node's HTTP parser refuses before any route sees the request, in the spec's terms. */
+function clientErrorBody(code: string | undefined): { status: number; reason: string; body: ApiError } {
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return {
+        status: 431,
+        reason: 'Request Header Fields Too Large',
+        body: new ApiError({
+          status: 431,
+          type: 'invalid_request_error',
+          code: 'request_header_fields_too_large',
+          message: 'The request line and headers exceed 16 KiB.',
+        }),
+      };
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return {
+        status: 408,
+        reason: 'Request Timeout',
+        body: new ApiError({ status: 408, type: 'invalid_request_error', code: 'request_timeout', message: 'The request was not received in time.' }),
+      };
+    default:
+      return {
+        status: 400,
+        reason: 'Bad Request',
+        body: invalidRequest('malformed_request', 'The request is not valid HTTP/1.1 (its request line, headers or framing).'),
+      };
+  }
+}
+
+/**
+ * Node answers requests its parser refuses (a URL over 16 KiB, control characters in a header, both
+ * Content-Length and Transfer-Encoding) with an empty body; this answers them in the spec's shape, then
+ * closes the connection, which cannot be trusted to frame another request.
+ */
+export function answerClientErrors(server: Server): void {
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    if (error.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const { status, reason, body } = clientErrorBody(error.code);
+    const json = JSON.stringify(body.toBody());
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
+    );
+  });
+}
