@@ -5,7 +5,8 @@ import type { Logger } from 'pino';
 import { KeyAuthenticator } from './application/authenticator';
 import { KeyUsageRecorder } from './application/key-usage';
 import type { RateLimits } from './application/rate-limits';
-import { answerClientErrors, createGatewayApp } from './transport/http';
+import { createGatewayApp } from './transport/http';
+import { type HttpServerConfig, HttpServerConfigSchema, listenHttp } from './transport/http-server';
 import { adminRoutes } from './transport/admin-routes';
 import { v1Routes } from './transport/v1-routes';
 
@@ -58,11 +59,8 @@ export async function createGateway(options: GatewayOptions) {
     app,
     authenticator,
     usage,
-    listen(port: number, host = '0.0.0.0'): Promise<Server> {
-      return new Promise((resolve) => {
-        const server = app.listen(port, host, () => resolve(server));
-        answerClientErrors(server);
-      });
+    listen(port: number, host = '0.0.0.0', limits: HttpServerConfig = HttpServerConfigSchema.parse({})): Promise<Server> {
+      return listenHttp(app, port, host, limits);
     },
     async close() {
       clearInterval(timer);

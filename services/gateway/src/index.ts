@@ -1,2 +1,3 @@
 export * from './gateway';
 export { RateLimits } from './application/rate-limits';
+export { HttpServerConfigSchema, type HttpServerConfig } from './transport/http-server';

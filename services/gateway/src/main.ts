@@ -6,6 +6,7 @@ import { z } from 'zod';
 import pkg from '../package.json' with { type: 'json' };
 import { RateLimits } from './application/rate-limits';
 import { createGateway } from './gateway';
+import { HttpServerConfigSchema } from './transport/http-server';
 
 /** The gateway as its own process, reaching the services over NATS; validated once at boot. */
 const config = z
@@ -17,6 +18,7 @@ const config = z
     REDIS_URL: z.string().url().optional(),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
+    ...HttpServerConfigSchema.shape,
   })
   .parse(process.env);
 
@@ -34,7 +36,7 @@ const gateway = await createGateway({
   version: pkg.version,
   usageFlushMs: config.KEY_USAGE_FLUSH_MS,
 });
-const server = await gateway.listen(config.PORT, config.HOST);
+const server = await gateway.listen(config.PORT, config.HOST, config);
 logger.info({ port: config.PORT }, 'gateway listening');
 
 const shutdown = async () => {

@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyAuthenticator } from '../src/application/authenticator';
 import { KeyUsageRecorder } from '../src/application/key-usage';
 import { RateLimits } from '../src/application/rate-limits';
-import { answerClientErrors, createGatewayApp } from '../src/transport/http';
+import { createGatewayApp } from '../src/transport/http';
+import { HttpServerConfigSchema, listenHttp } from '../src/transport/http-server';
 import { v1Routes } from '../src/transport/v1-routes';
 
 const logger = createLogger({ service: 'gateway-test', level: 'silent' });
@@ -25,6 +26,7 @@ let server: Server;
 let url: string;
 let closeAll: () => Promise<void>;
 let ready = true;
+let gatewayApp: ReturnType<typeof createGatewayApp>;
 
 beforeAll(async () => {
   const billing = await createBilling({ eventStore: stores.store, readModels: new SqliteReadModelStore({ filename: ':memory:' }), client: services, clock, ids: randomIds, logger });
@@ -52,10 +54,8 @@ beforeAll(async () => {
       if (!ready) throw new Error('billing down');
     },
   });
-  server = await new Promise<Server>((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
-    answerClientErrors(s);
-  });
+  gatewayApp = app;
+  server = await listenHttp(app, 0, '127.0.0.1', HttpServerConfigSchema.parse({}));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   closeAll = async () => {
     server.close();
@@ -188,15 +188,49 @@ describe('gateway: malformed input never causes a 5xx', () => {
 
   describe('what the HTTP parser refuses is answered in the spec shape', () => {
     /** Sends bytes as they are and reads the whole answer until the server closes the connection. */
-    const raw = (request: string) =>
+    const raw = (request: string, port = Number(new URL(url).port), finish = true) =>
       new Promise<string>((resolve, reject) => {
-        const socket = connect(Number(new URL(url).port), '127.0.0.1');
+        const socket = connect(port, '127.0.0.1');
         let answer = '';
         socket.on('data', (chunk) => (answer += chunk));
         socket.on('end', () => resolve(answer));
         socket.on('error', reject);
-        socket.end(request);
+        if (finish) socket.end(request);
+        else socket.write(request);
       });
+
+    it('answers 408 to a client too slow with its headers or its body, and closes the connection', async () => {
+      const slow = await listenHttp(gatewayApp, 0, '127.0.0.1', {
+        HTTP_HEADERS_TIMEOUT_MS: 200,
+        HTTP_REQUEST_TIMEOUT_MS: 400,
+        HTTP_KEEP_ALIVE_TIMEOUT_MS: 5_000,
+      });
+      const at = (request: string) => raw(request, (slow.address() as AddressInfo).port, false);
+      const { key } = await newKey({ scopes: ['video:read'] });
+      try {
+        const answers = await Promise.all([
+          at('GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Sl'),
+          at(`POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"a"`),
+        ]);
+        for (const answer of answers) {
+          expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 408 Request Timeout');
+          expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { code: 'request_timeout' } });
+        }
+      } finally {
+        slow.close();
+      }
+    });
+
+    it('refuses a declared body over the limit at once, without waiting for it', async () => {
+      const { key } = await newKey({ scopes: ['video:read'] });
+      const answer = await raw(
+        `POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: 999999999\r\n\r\n{"a"`,
+        Number(new URL(url).port),
+        false,
+      );
+      expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { code: 'request_too_large' } });
+    });
 
     it.each([
       ['a URL over 16 KiB', `GET /v1/${'a'.repeat(17_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, 'request_header_fields_too_large'],

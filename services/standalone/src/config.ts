@@ -1,4 +1,5 @@
 import { ChatConfigSchema } from '@oc/chat';
+import { HttpServerConfigSchema } from '@oc/gateway';
 import { VideoConfigSchema } from '@oc/video';
 import { z } from 'zod';
 import { WebhookConfigSchema } from '@oc/webhook';
@@ -12,6 +13,7 @@ export const StandaloneConfigSchema = z.object({
   REDIS_URL: z.string().url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
+  ...HttpServerConfigSchema.shape,
   ...VideoConfigSchema.shape,
   ...ChatConfigSchema.shape,
   ...WebhookConfigSchema.shape,

@@ -86,7 +86,7 @@ export async function startStandalone(options: StandaloneOptions) {
   });
   // The gateway listens first, so that by default video URLs point at the address it actually got; it is
   // ready once the services below answer its pings.
-  const server = await gateway.listen(config.PORT, config.HOST);
+  const server = await gateway.listen(config.PORT, config.HOST, config);
   const port = (server.address() as AddressInfo).port;
   const url = `http://127.0.0.1:${port}`;
 

@@ -174,6 +174,12 @@ async function readJsonBody(req: Request, res: Response): Promise<unknown> {
   const length = Number(req.headers['content-length'] ?? 0);
   const chunked = req.headers['transfer-encoding'] !== undefined;
   if (length === 0 && !chunked) return {};
+  if (length > MAX_BODY_BYTES) {
+    // Refused before reading: body-parser would first read (or wait for) the whole declared body. The rest of
+    // it is never read, so the connection cannot carry another request.
+    res.setHeader('Connection', 'close');
+    throw tooLarge();
+  }
   if (!req.is('application/json')) {
     throw new ApiError({
       status: 415,
