@@ -19,6 +19,8 @@ export interface GatewayOptions {
   version: string;
   /** How often key usage is reported to billing. */
   usageFlushMs?: number;
+  /** Load balancers whose `X-Forwarded-For` is believed (see `TRUSTED_PROXIES`). */
+  trustedProxies?: string[];
 }
 
 /** The gateway's composition: routes, key cache kept fresh by billing's broadcasts, usage reporting. */
@@ -47,6 +49,7 @@ export async function createGateway(options: GatewayOptions) {
     version: options.version,
     v1: v1Routes(options.version, () => clock.now()),
     admin: adminRoutes(),
+    trustedProxies: options.trustedProxies,
     ready: async () => {
       await services.ping();
       unwrap(await services.request(Subjects.billing.ping, {}, { timeoutMs: 2_000 }));

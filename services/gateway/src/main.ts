@@ -35,6 +35,7 @@ const gateway = await createGateway({
   adminToken: config.ADMIN_TOKEN,
   version: pkg.version,
   usageFlushMs: config.KEY_USAGE_FLUSH_MS,
+  trustedProxies: config.TRUSTED_PROXIES,
 });
 const server = await gateway.listen(config.PORT, config.HOST, config);
 logger.info({ port: config.PORT }, 'gateway listening');

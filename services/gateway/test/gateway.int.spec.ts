@@ -9,7 +9,7 @@ import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from
 import { SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
 import { NestFactory } from '@nestjs/core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { KeyAuthenticator } from '../src/application/authenticator';
 import { KeyUsageRecorder } from '../src/application/key-usage';
 import { RateLimits } from '../src/application/rate-limits';
@@ -50,6 +50,7 @@ beforeAll(async () => {
       ...v1Routes('1.2.3', () => clock.now()),
     ],
     admin: [],
+    trustedProxies: ['loopback'],
     ready: async () => {
       if (!ready) throw new Error('billing down');
     },
@@ -253,6 +254,28 @@ describe('gateway: malformed input never causes a 5xx', () => {
   it('refuses an oversized Authorization header without looking it up', async () => {
     const res = await get('/v1/health', `oc_live_${'A'.repeat(5000)}`);
     expect(res.status).toBe(401);
+  });
+});
+
+describe('gateway: the failed-authentication window', () => {
+  const attempt = (forwardedFor: string, key: string) =>
+    fetch(`${url}/v1/health`, { headers: { authorization: `Bearer ${key}`, 'x-forwarded-for': forwardedFor } }).then((r) => r.status);
+  const madeUp = (i: number) => `oc_live_${'x'.repeat(31)}${i}`;
+
+  it('counts each client behind a trusted proxy on its own, and asks billing nothing once a client has spent it', async () => {
+    const request = vi.spyOn(services, 'request');
+    const lookups = () => request.mock.calls.filter(([subject]) => subject === Subjects.billing.authenticate).length;
+
+    const statuses: number[] = [];
+    for (let i = 0; i < 61; i++) statuses.push(await attempt('203.0.113.7', madeUp(i)));
+    expect(statuses.slice(0, 60)).toEqual(Array(60).fill(401));
+    expect(statuses[60]).toBe(429);
+
+    const before = lookups();
+    for (let i = 0; i < 5; i++) expect(await attempt('203.0.113.7', madeUp(100 + i))).toBe(429);
+    expect(lookups()).toBe(before);
+    expect(await attempt('203.0.113.8', madeUp(200))).toBe(401);
+    request.mockRestore();
   });
 });
 

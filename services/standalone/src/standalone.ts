@@ -83,6 +83,7 @@ export async function startStandalone(options: StandaloneOptions) {
     adminToken: admin.token,
     version,
     usageFlushMs: config.KEY_USAGE_FLUSH_MS,
+    trustedProxies: config.TRUSTED_PROXIES,
   });
   // The gateway listens first, so that by default video URLs point at the address it actually got; it is
   // ready once the services below answer its pings.

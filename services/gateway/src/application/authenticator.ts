@@ -32,7 +32,11 @@ export class KeyAuthenticator {
     private readonly options: { ttlMs: number; maxEntries: number } = { ttlMs: 60_000, maxEntries: 50_000 },
   ) {}
 
-  async authenticate(authorization: string | undefined): Promise<KeyPrincipal> {
+  /**
+   * `beforeLookup` runs only when the key must be asked of billing (not cached): the caller refuses there a
+   * client that has already spent its failed-authentication window, so made-up keys cost no round trip.
+   */
+  async authenticate(authorization: string | undefined, beforeLookup?: () => Promise<void>): Promise<KeyPrincipal> {
     const match = /^Bearer +(\S+)$/i.exec(authorization ?? '');
     if (!match) {
       throw invalidApiKey(
@@ -43,7 +47,7 @@ export class KeyAuthenticator {
     }
     const key = match[1]!;
     if (!KEY_FORMAT.test(key)) throw invalidApiKey();
-    const principal = await this.lookup(createHash('sha256').update(key).digest('hex'));
+    const principal = await this.lookup(createHash('sha256').update(key).digest('hex'), beforeLookup);
     if (!principal) throw invalidApiKey();
     if (principal.expires_at !== null && principal.expires_at <= unixSeconds(this.clock.now())) {
       throw invalidApiKey('This API key has expired.');
@@ -61,10 +65,14 @@ export class KeyAuthenticator {
     this.inFlight.clear();
   }
 
-  private async lookup(keyHash: string): Promise<KeyPrincipal | null> {
+  private async lookup(keyHash: string, beforeLookup?: () => Promise<void>): Promise<KeyPrincipal | null> {
     const cached = this.cache.get(keyHash);
     if (cached && this.clock.now() - cached.fetchedAt < this.options.ttlMs) return cached.principal;
     let pending = this.inFlight.get(keyHash);
+    if (!pending) {
+      await beforeLookup?.();
+      pending = this.inFlight.get(keyHash);
+    }
     if (!pending) {
       pending = this.fetch(keyHash);
       this.inFlight.set(keyHash, pending);

@@ -15,8 +15,13 @@ export const HttpServerConfigSchema = z.object({
   HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   /** An idle keep-alive connection is closed after this. */
   HTTP_KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().positive().default(5_000),
+  /** Comma-separated addresses or CIDRs of the load balancers whose `X-Forwarded-For` names the client. */
+  TRUSTED_PROXIES: z
+    .string()
+    .default('')
+    .transform((list) => list.split(',').map((entry) => entry.trim()).filter((entry) => entry.length > 0)),
 });
-export type HttpServerConfig = z.infer<typeof HttpServerConfigSchema>;
+export type HttpServerConfig = Omit<z.infer<typeof HttpServerConfigSchema>, 'TRUSTED_PROXIES'>;
 
 /** The gateway's HTTP server: refusals in the spec's shape (408 when a request is too slow), bounded waits. */
 export function listenHttp(listener: RequestListener, port: number, host: string, limits: HttpServerConfig): Promise<Server> {

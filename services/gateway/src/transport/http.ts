@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import {
   ApiError,
   type Clock,
+  invalidApiKey,
   invalidRequest,
   insufficientScope,
   type KeyPrincipal,
@@ -41,6 +42,11 @@ export interface GatewayDeps {
   admin: Route<'admin'>[];
   /** Per client address, for requests that fail authentication. */
   anonymousPerMinute?: number;
+  /**
+   * Addresses or CIDRs of the load balancers in front (`TRUSTED_PROXIES`): only a request from one of them
+   * has its client address taken from `X-Forwarded-For`. None by default: the header is ignored.
+   */
+  trustedProxies?: string[];
   /** Extra readiness checks beyond the transport (e.g. each service's own ping). */
   ready: () => Promise<void>;
 }
@@ -55,7 +61,7 @@ export function createGatewayApp(deps: GatewayDeps) {
   app.disable('x-powered-by');
   // An API answer is never revalidated, and hashing every body for an ETag costs on each response.
   app.set('etag', false);
-  app.set('trust proxy', false);
+  app.set('trust proxy', deps.trustedProxies && deps.trustedProxies.length > 0 ? deps.trustedProxies : false);
   app.set('query parser', 'simple');
 
   // The contract, public like the spec itself; built once, from the same routes and schemas that serve requests.
@@ -82,10 +88,14 @@ export function createGatewayApp(deps: GatewayDeps) {
   app.use('/v1', async (req, res) => {
     const path = `/v1${req.path}`;
     let principal: KeyPrincipal;
+    const anonymous = () => anonymousWindow(req.ip ?? req.socket.remoteAddress ?? 'unknown', deps.anonymousPerMinute ?? 60);
     try {
-      principal = await deps.authenticator.authenticate(req.headers.authorization);
+      principal = await deps.authenticator.authenticate(req.headers.authorization, async () => {
+        // An address that has spent its failed-authentication window gets no lookup for a key it may have made up.
+        if (!(await deps.limits.peek(anonymous())).allowed) throw invalidApiKey();
+      });
     } catch (error) {
-      const outcome = await deps.limits.consume([anonymousWindow(req.socket.remoteAddress ?? 'unknown', deps.anonymousPerMinute ?? 60)]);
+      const outcome = await deps.limits.consume([anonymous()]);
       setRateLimitHeaders(res, outcome.headers);
       if (!outcome.allowed) return sendError(res, rateLimited(outcome.retryAfterSeconds, 'unauthenticated requests from this address'));
       return sendError(res, error, deps.logger);
