@@ -4,6 +4,7 @@ import type { DurableEventBus } from '@oc/messaging';
 import { ProjectionRunner, type ReadModelStore, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
+import { type DestinationRules, type ResolveHost, resolveWithDns } from './adapters/destinations';
 import { HttpWebhookSender } from './adapters/http-sender';
 import { SecretBox } from './adapters/secret-box';
 import { Deliveries, type DeliveryPolicy } from './application/deliveries';
@@ -26,8 +27,10 @@ export interface WebhookSettings {
   maxConcurrent: number;
   maxConcurrentPerEndpoint: number;
   rotationGraceSeconds: number;
-  /** Development only: loopback/private addresses and plain http, for local receivers. */
+  /** Development only: loopback addresses and plain http, for local receivers. */
   allowPrivate: boolean;
+  /** Non-public ranges deliveries may reach all the same (`WEBHOOK_ALLOW_CIDRS`). */
+  allowCidrs?: readonly string[];
   /** Extra CAs to trust (PEM), e.g. a local receiver's. */
   ca?: string[] | undefined;
 }
@@ -45,6 +48,8 @@ export interface WebhookRuntime {
   settings: WebhookSettings;
   version: string;
   timers?: Timers;
+  /** How registration resolves a URL's host name; DNS by default. */
+  resolveHost?: ResolveHost;
 }
 
 @Module({})
@@ -72,10 +77,11 @@ export async function createWebhook(runtime: WebhookRuntime) {
     onError: (err) => logger.error({ err }, 'webhook projection stopped'),
   });
   await projections.start();
+  const destinations: DestinationRules = { allowLoopback: settings.allowPrivate, allowCidrs: settings.allowCidrs ?? [] };
   const sender = new HttpWebhookSender({
     timeoutMs: settings.timeoutMs,
     maxResponseBytes: settings.maxResponseBytes,
-    allowPrivateAddresses: settings.allowPrivate,
+    destinations,
     ca: settings.ca,
   });
   const secrets = SecretBox.fromConfig(settings.secretKey);
@@ -100,7 +106,12 @@ export async function createWebhook(runtime: WebhookRuntime) {
     logger,
     userAgent,
   });
-  const registration: RegistrationPolicy = { allowPlainHttp: settings.allowPrivate, rotationGraceSeconds: settings.rotationGraceSeconds };
+  const registration: RegistrationPolicy = {
+    allowPlainHttp: settings.allowPrivate,
+    destinations,
+    resolveHost: runtime.resolveHost ?? resolveWithDns,
+    rotationGraceSeconds: settings.rotationGraceSeconds,
+  };
   const service = new WebhookService({
     eventStore: runtime.eventStore,
     commands,

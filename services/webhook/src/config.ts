@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { isCidr } from './adapters/destinations';
 import type { WebhookSettings } from './app';
 
 /**
@@ -8,8 +9,14 @@ import type { WebhookSettings } from './app';
  */
 export const WebhookConfigSchema = z.object({
   WEBHOOK_MODE: z.enum(['production', 'development']).optional(),
-  /** `1` lets deliveries reach loopback/private addresses and lets webhooks use http://; development only. */
+  /** `1` lets deliveries reach loopback (local receivers) and lets webhooks use http://; development only. */
   WEBHOOK_ALLOW_PRIVATE: z.enum(['0', '1']).default('0'),
+  /** Comma-separated CIDRs or addresses deliveries may reach although they are not public, in any mode. */
+  WEBHOOK_ALLOW_CIDRS: z
+    .string()
+    .default('')
+    .transform((csv) => csv.split(',').map((s) => s.trim()).filter((s) => s.length > 0))
+    .pipe(z.array(z.string().refine(isCidr, 'must be an IP address or a CIDR such as 10.1.2.0/24'))),
   /** 32 bytes, base64 or hex, that seal webhook secrets at rest. */
   WEBHOOK_SECRET_KEY: z.string().optional(),
   WEBHOOK_RETRY_DELAYS_MS: z
@@ -49,6 +56,7 @@ export function webhookSettings(
     maxConcurrentPerEndpoint: config.WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT,
     rotationGraceSeconds: config.WEBHOOK_ROTATION_GRACE_SECONDS,
     allowPrivate: config.WEBHOOK_ALLOW_PRIVATE === '1',
+    allowCidrs: config.WEBHOOK_ALLOW_CIDRS,
     ca: config.WEBHOOK_CA_FILE ? [readFileSync(config.WEBHOOK_CA_FILE, 'utf8')] : undefined,
   };
 }

@@ -27,6 +27,17 @@ describe('webhook configuration', () => {
     expect(settings({ WEBHOOK_ALLOW_PRIVATE: '1', WEBHOOK_MODE: 'development' }, 'production').allowPrivate).toBe(true);
   });
 
+  it('reads WEBHOOK_ALLOW_CIDRS as a list of CIDRs or addresses, and refuses anything else', () => {
+    expect(settings({}, 'production').allowCidrs).toEqual([]);
+    expect(settings({ WEBHOOK_ALLOW_CIDRS: '10.1.2.0/24, fd00::/8,192.168.7.7' }, 'production').allowCidrs).toEqual([
+      '10.1.2.0/24',
+      'fd00::/8',
+      '192.168.7.7',
+    ]);
+    expect(() => WebhookConfigSchema.parse({ WEBHOOK_ALLOW_CIDRS: '10.0.0.0/33' })).toThrow(/CIDR/);
+    expect(() => WebhookConfigSchema.parse({ WEBHOOK_ALLOW_CIDRS: 'intranet' })).toThrow(/CIDR/);
+  });
+
   it('never waits longer than the spec’s 30 s for a receiver', () => {
     expect(() => WebhookConfigSchema.parse({ WEBHOOK_TIMEOUT_MS: '30001' })).toThrow();
   });

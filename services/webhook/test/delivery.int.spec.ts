@@ -383,6 +383,44 @@ describe('delivery of video events', () => {
     expect((await w.app.service.listDeliveries({ org_id: ORG, webhook_id: hook.id, limit: 10 })).data).toHaveLength(1);
   });
 
+  it.each([
+    'https://169.254.169.254/latest/meta-data/',
+    'https://127.0.0.1/x',
+    'https://localhost/x',
+    'https://10.0.0.1/x',
+    'https://[::1]/x',
+    'https://2130706433/x',
+    'https://0x7f.1/x',
+    'https://example.com@127.0.0.1/x',
+    'https://100.64.0.1/x',
+    'https://[fd00::1]/x',
+    'https://[::ffff:127.0.0.1]/x',
+    'https://internal.example/x',
+  ])('refuses, at registration and on update, a URL that can only reach a non-public address (%s)', async (url) => {
+    const w = await start({ allowPrivate: false });
+    const refused = w.app.service.create({ org_id: ORG, url, events: ['video.completed'] });
+    await expect(refused).rejects.toMatchObject({ status: 400, code: 'invalid_url', param: 'url' });
+    await expect(refused).rejects.not.toMatchObject({ message: expect.stringMatching(/10\.0\.0\.7|127\.0\.0\.1/) });
+    const hook = await w.app.service.create({ org_id: ORG, url: 'https://hooks.example.com/x', events: ['video.completed'] });
+    await expect(w.app.service.update({ org_id: ORG, webhook_id: hook.id, changes: { url } })).rejects.toMatchObject({
+      code: 'invalid_url',
+    });
+  });
+
+  it('lets development receivers on loopback through, and other private ranges only when listed', async () => {
+    const dev = await start({ allowPrivate: true });
+    const create = (w: typeof dev, url: string) => w.app.service.create({ org_id: ORG, url, events: ['video.completed'] });
+    await expect(create(dev, 'http://127.0.0.1:9/x')).resolves.toMatchObject({ url: 'http://127.0.0.1:9/x' });
+    await expect(create(dev, 'http://localhost:9/x')).resolves.toMatchObject({ url: 'http://localhost:9/x' });
+    for (const url of ['https://10.0.0.1/x', 'https://169.254.169.254/x', 'https://100.64.0.1/x', 'https://192.168.1.1/x']) {
+      await expect(create(dev, url)).rejects.toMatchObject({ code: 'invalid_url' });
+    }
+    await dev.close();
+    const listed = await start({ allowPrivate: true, allowCidrs: ['10.0.0.0/8'] });
+    await expect(create(listed, 'https://10.0.0.1/x')).resolves.toMatchObject({ url: 'https://10.0.0.1/x' });
+    await expect(create(listed, 'https://192.168.1.1/x')).rejects.toMatchObject({ code: 'invalid_url' });
+  });
+
   it('accepts only https:// URLs in production mode', async () => {
     const w = await start({ allowPrivate: false });
     await expect(w.app.service.create({ org_id: ORG, url: 'http://hooks.example.com/x', events: ['video.completed'] })).rejects.toMatchObject({

@@ -9,7 +9,7 @@ import { completedVideo } from './support';
 const SECRET = `whsec_${Buffer.alloc(32, 9).toString('base64')}`;
 const PORT = 40_000 + Math.floor(Math.random() * 10_000);
 const url = `http://127.0.0.1:${PORT}/`;
-const sender = new HttpWebhookSender({ timeoutMs: 2_000, maxResponseBytes: 1_024, allowPrivateAddresses: true });
+const sender = new HttpWebhookSender({ timeoutMs: 2_000, maxResponseBytes: 1_024, destinations: { allowLoopback: true, allowCidrs: [] } });
 const envelope = (id: string) => ({ id, type: 'video.completed' as const, created: 1, data: completedVideo() });
 const now = () => Math.floor(Date.now() / 1000);
 

@@ -4,7 +4,7 @@ import { httpReceiver, httpsReceiver, type Receiver, type TestCa, testCertificat
 
 const request = (url: string) => ({ url, body: '{"id":"evt_1"}', headers: { 'content-type': 'application/json' } });
 const sender = (options: Partial<ConstructorParameters<typeof HttpWebhookSender>[0]> = {}) =>
-  new HttpWebhookSender({ timeoutMs: 2_000, maxResponseBytes: 1_024, allowPrivateAddresses: false, ...options });
+  new HttpWebhookSender({ timeoutMs: 2_000, maxResponseBytes: 1_024, destinations: { allowLoopback: false, allowCidrs: [] }, ...options });
 
 let tls: TestCa;
 let https: Receiver;
@@ -41,6 +41,21 @@ describe('SSRF protection in production mode', () => {
     expect(outcome.error).toMatch(/is not allowed/);
   });
 
+  it('does not say what a host name resolved to', async () => {
+    const outcome = await sender().send(request('https://localhost:9/'));
+    expect(outcome.error).toMatch(/is not allowed/);
+    expect(outcome.error).not.toMatch(/127\.0\.0\.1|::1/);
+  });
+
+  it.each(['https://10.0.0.1/', 'http://169.254.169.254/latest/meta-data/', 'https://100.64.0.1/', 'https://192.168.1.1/', 'https://[fd00::1]/'])(
+    'refuses %s in development mode too, where only loopback is let through',
+    async (url) => {
+      const outcome = await sender({ destinations: { allowLoopback: true, allowCidrs: [] } }).send(request(url));
+      expect(outcome).toMatchObject({ success: false, statusCode: null });
+      expect(outcome.error).toMatch(/is not allowed/);
+    },
+  );
+
   it('never reaches a real local receiver, even one the sender would trust', async () => {
     const outcome = await sender({ ca: [tls.ca] }).send(request(https.url));
     expect(outcome.error).toMatch(/is not allowed/);
@@ -50,14 +65,14 @@ describe('SSRF protection in production mode', () => {
 
 describe('the exchange with a receiver (development mode, local receivers allowed)', () => {
   const dev = (options: Partial<ConstructorParameters<typeof HttpWebhookSender>[0]> = {}) =>
-    sender({ allowPrivateAddresses: true, ca: [tls.ca], ...options });
+    sender({ destinations: { allowLoopback: true, allowCidrs: [] }, ca: [tls.ca], ...options });
   const receivers: Receiver[] = [];
   afterAll(() => Promise.all(receivers.map((r) => r.close())));
   const track = (r: Receiver) => (receivers.push(r), r);
 
   it('verifies certificates: a self-signed receiver is refused unless its CA is trusted', async () => {
     const before = https.received.length;
-    const untrusted = await sender({ allowPrivateAddresses: true }).send(request(https.url));
+    const untrusted = await sender({ destinations: { allowLoopback: true, allowCidrs: [] } }).send(request(https.url));
     expect(untrusted).toMatchObject({ success: false, statusCode: null });
     expect(untrusted.error).toMatch(/certificate|self.signed/i);
     expect(https.received).toHaveLength(before);

@@ -177,6 +177,13 @@ export const completedVideo = (overrides: Partial<VideoEventData> = {}): VideoEv
   ...overrides,
 });
 
+/** Name resolution for tests: no network, and a name that resolves to a private address. */
+export const TEST_HOSTS: Record<string, string[]> = {
+  'hooks.example.com': ['93.184.215.14'],
+  'internal.example': ['10.0.0.7'],
+  localhost: ['127.0.0.1', '::1'],
+};
+
 /** The webhook service in this process over a SQLite file, the embedded bus and a manual clock. */
 export async function startInProcess(settings: WebhookSettings, options: { logger?: Logger } = {}) {
   const dir = await mkdtemp(join(tmpdir(), 'oc-webhook-'));
@@ -196,6 +203,7 @@ export async function startInProcess(settings: WebhookSettings, options: { logge
       settings,
       version: '0.1.0',
       timers,
+      resolveHost: async (host) => TEST_HOSTS[host] ?? [],
     });
   const running: InProcessWebhook = {
     clock,

@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { rootCertificates } from 'node:tls';
 import { RequestFilteringHttpAgent, RequestFilteringHttpsAgent } from 'request-filtering-agent';
 import type { AttemptOutcome } from '../domain/delivery';
+import { agentFilter, type DestinationRules } from './destinations';
 
 export interface WebhookRequest {
   url: string;
@@ -21,8 +22,8 @@ export interface HttpSenderOptions {
   timeoutMs: number;
   /** How much of the receiver's answer is read and kept for the delivery log. */
   maxResponseBytes: number;
-  /** Development only: lets deliveries reach loopback and private addresses (local receivers). */
-  allowPrivateAddresses: boolean;
+  /** Which addresses a delivery may connect to. */
+  destinations: DestinationRules;
   /** Extra trusted CAs (PEM); the system's are always trusted, and certificates are always verified. */
   ca?: string[] | undefined;
 }
@@ -38,7 +39,7 @@ export class HttpWebhookSender implements WebhookSender {
   private readonly httpsAgent: RequestFilteringHttpsAgent;
 
   constructor(private readonly options: HttpSenderOptions) {
-    const filter = { allowPrivateIPAddress: options.allowPrivateAddresses, allowMetaIPAddress: false, keepAlive: false };
+    const filter = { ...agentFilter(options.destinations), keepAlive: false };
     this.httpAgent = new RequestFilteringHttpAgent(filter);
     this.httpsAgent = new RequestFilteringHttpsAgent({
       ...filter,
@@ -111,5 +112,9 @@ export class HttpWebhookSender implements WebhookSender {
 
 function describe(error: unknown): string {
   const e = error as { code?: string; message?: string };
+  // The agent's refusal names the address a host name resolved to: never shown to a customer (an oracle for internal DNS).
+  if (e?.message?.includes('is not allowed')) {
+    return 'the destination is not allowed: private, loopback, link-local and metadata addresses are refused';
+  }
   return [e.code, e.message].filter(Boolean).join(': ').slice(0, 500) || 'request failed';
 }

@@ -19,6 +19,7 @@ import {
 } from '@oc/contracts';
 import { aggregateStream, type CommandHandler, type EventStore } from '@oc/eventstore';
 import { pageAfter, type ReadModels } from '@oc/readmodel';
+import { type DestinationRules, isRefusedDestination, type ResolveHost } from '../adapters/destinations';
 import type { WebhookSender } from '../adapters/http-sender';
 import type { SecretBox } from '../adapters/secret-box';
 import { formatSecret } from '../domain/signature';
@@ -29,6 +30,9 @@ import { type Deliveries, signedRequest, signingSecrets } from './deliveries';
 export interface RegistrationPolicy {
   /** Development only: `http://` URLs for local receivers. */
   allowPlainHttp: boolean;
+  /** Where deliveries may go; a URL that could only reach elsewhere is refused at registration. */
+  destinations: DestinationRules;
+  resolveHost: ResolveHost;
   /** How long a rotated-out secret still signs deliveries. */
   rotationGraceSeconds: number;
 }
@@ -63,9 +67,17 @@ export class WebhookService {
     return formatSecret(randomBytes(32));
   }
 
-  private checkUrl(url: string) {
-    if (new URL(url).protocol !== 'https:' && !this.deps.policy.allowPlainHttp) {
+  private async checkUrl(url: string) {
+    const parsed = new URL(url);
+    if (parsed.protocol !== 'https:' && !this.deps.policy.allowPlainHttp) {
       throw invalidRequest('invalid_url', "Invalid 'url': webhook URLs must use https://.", 'url');
+    }
+    if (await isRefusedDestination(parsed, this.deps.policy.destinations, this.deps.policy.resolveHost)) {
+      throw invalidRequest(
+        'invalid_url',
+        "Invalid 'url': webhooks must reach a public address, not a private, loopback, link-local or metadata one.",
+        'url',
+      );
     }
   }
 
@@ -76,7 +88,7 @@ export class WebhookService {
   }
 
   async create(m: WebhookMessage<'create'>): Promise<CreatedWebhook> {
-    this.checkUrl(m.url);
+    await this.checkUrl(m.url);
     // Read-model count: two concurrent creates may both pass at the limit; the bound is about abuse, not exactness.
     if ((await this.webhooks.count({ org_id: m.org_id })) >= MAX_WEBHOOKS_PER_ORGANIZATION) {
       throw invalidRequest(
@@ -114,7 +126,7 @@ export class WebhookService {
 
   async update(m: WebhookMessage<'update'>): Promise<Webhook> {
     const { changes } = m;
-    if (changes.url !== undefined) this.checkUrl(changes.url);
+    if (changes.url !== undefined) await this.checkUrl(changes.url);
     await this.webhook({
       type: 'UpdateWebhook',
       webhookId: m.webhook_id,
