@@ -13,3 +13,4 @@ export * from './webhook';
 export * from './chat';
 export * from './video';
 export * from './gateway';
+export * from './configuration';

@@ -1,10 +1,10 @@
-import { randomIds, systemClock } from '@oc/contracts';
+import { configFromEnv, randomIds, systemClock } from '@oc/contracts';
 import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
 import pkg from '../package.json' with { type: 'json' };
 import { createBilling } from './app';
 
 /** The billing service as its own process over NATS; configuration validated once at boot. */
-const config = serviceProcessConfig('billing').parse(process.env);
+const config = configFromEnv(serviceProcessConfig('billing'));
 
 await runServiceProcess({
   service: 'billing',

@@ -1,11 +1,11 @@
-import { randomIds, systemClock } from '@oc/contracts';
+import { configFromEnv, randomIds, systemClock } from '@oc/contracts';
 import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
 import pkg from '../package.json' with { type: 'json' };
 import { createChat } from './app';
 import { ChatConfigSchema, chatSettings } from './config';
 
 /** The chat service as its own process over NATS; configuration validated once at boot. */
-const config = serviceProcessConfig('chat').extend(ChatConfigSchema.shape).parse(process.env);
+const config = configFromEnv(serviceProcessConfig('chat').extend(ChatConfigSchema.shape));
 
 await runServiceProcess({
   service: 'chat',

@@ -1,4 +1,4 @@
-import { systemClock } from '@oc/contracts';
+import { configFromEnv, systemClock } from '@oc/contracts';
 import { NatsServiceClient } from '@oc/messaging';
 import { createLogger, startTelemetry } from '@oc/telemetry';
 import { Redis } from 'ioredis';
@@ -9,8 +9,8 @@ import { createGateway } from './gateway';
 import { HttpServerConfigSchema } from './transport/http-server';
 
 /** The gateway as its own process, reaching the services over NATS; validated once at boot. */
-const config = z
-  .object({
+const config = configFromEnv(
+  z.object({
     PORT: z.coerce.number().int().min(0).max(65_535).default(8080),
     HOST: z.string().default('0.0.0.0'),
     NATS_URL: z.string().default('nats://127.0.0.1:4222'),
@@ -19,8 +19,8 @@ const config = z
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
     ...HttpServerConfigSchema.shape,
-  })
-  .parse(process.env);
+  }),
+);
 
 const telemetry = await startTelemetry({ serviceName: 'oc-gateway', version: pkg.version });
 const logger = createLogger({ service: 'gateway', level: config.LOG_LEVEL });

@@ -1,4 +1,5 @@
 import { ChatConfigSchema } from '@oc/chat';
+import { configurationProblems } from '@oc/contracts';
 import { HttpServerConfigSchema } from '@oc/gateway';
 import { VideoConfigSchema } from '@oc/video';
 import { z } from 'zod';
@@ -22,9 +23,6 @@ export type StandaloneConfig = z.infer<typeof StandaloneConfigSchema>;
 
 export function loadStandaloneConfig(env: NodeJS.ProcessEnv = process.env): StandaloneConfig {
   const parsed = StandaloneConfigSchema.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
-    throw new Error(`Invalid configuration: ${problems}`);
-  }
+  if (!parsed.success) throw new Error(`Invalid configuration: ${configurationProblems(parsed.error)}`);
   return parsed.data;
 }

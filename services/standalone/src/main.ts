@@ -1,12 +1,13 @@
 import 'reflect-metadata';
 import { privateFiles } from '@oc/eventstore';
 import { startTelemetry } from '@oc/telemetry';
-import { loadStandaloneConfig } from './config';
+import { configFromEnv } from '@oc/contracts';
+import { StandaloneConfigSchema } from './config';
 import { startStandalone } from './standalone';
 import { version } from './version';
 
 privateFiles();
-const config = loadStandaloneConfig();
+const config = configFromEnv(StandaloneConfigSchema);
 const telemetry = await startTelemetry({ serviceName: 'oc-standalone', version });
 const app = await startStandalone({ config, demo: true });
 

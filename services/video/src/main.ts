@@ -1,4 +1,4 @@
-import { randomIds, systemClock } from '@oc/contracts';
+import { configFromEnv, randomIds, systemClock } from '@oc/contracts';
 import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
 import { z } from 'zod';
 import pkg from '../package.json' with { type: 'json' };
@@ -6,9 +6,9 @@ import { createVideo } from './app';
 import { VideoConfigSchema } from './config';
 
 /** The video service as its own process over NATS; configuration validated once at boot. */
-const config = VideoConfigSchema.extend(serviceProcessConfig('video').shape)
-  .extend({ PUBLIC_BASE_URL: z.url().default('http://localhost:8080') })
-  .parse(process.env);
+const config = configFromEnv(
+  VideoConfigSchema.extend(serviceProcessConfig('video').shape).extend({ PUBLIC_BASE_URL: z.url().default('http://localhost:8080') }),
+);
 
 await runServiceProcess({
   service: 'video',

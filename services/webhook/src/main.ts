@@ -1,4 +1,4 @@
-import { randomIds, systemClock } from '@oc/contracts';
+import { configFromEnv, randomIds, systemClock } from '@oc/contracts';
 import { JetStreamEventBus } from '@oc/messaging';
 import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
 import { z } from 'zod';
@@ -10,11 +10,11 @@ import { WebhookConfigSchema, webhookSettings } from './config';
  * The webhook service as its own process over NATS; validated once at boot. Production mode unless
  * WEBHOOK_MODE=development, and in production WEBHOOK_SECRET_KEY is required.
  */
-const config = WebhookConfigSchema.extend(serviceProcessConfig('webhook').shape).extend({
+const config = configFromEnv(WebhookConfigSchema.extend(serviceProcessConfig('webhook').shape).extend({
   WEBHOOK_SECRET_KEY: z.string().min(1),
   /** The JetStream durable consumer; replicas of one deployment share it. */
   WEBHOOK_CONSUMER: z.string().regex(/^[A-Za-z0-9_-]+$/).default(VIDEO_EVENTS_CONSUMER),
-}).parse(process.env);
+}));
 
 await runServiceProcess({
   service: 'webhook',
