@@ -117,12 +117,17 @@ export const BillingMessages = {
   recordKeyUsage: z.object({
     usage: z.array(z.object({ key_id: z.string(), requests: z.int().positive(), last_used_at: z.int() })).max(10_000),
   }),
-  /** Reserve funds ahead of work whose price is known or bounded; idempotent on reservation_id. */
+  /**
+   * Reserve funds ahead of work whose price is known or bounded; idempotent on reservation_id. A
+   * reservation neither captured nor released by `expires_at` (unix seconds; by default an hour after it was
+   * made) is released by billing itself.
+   */
   reserveFunds: z.object({
     ...OrgRef,
     reservation_id: z.string().min(1),
     amount_micros: z.int().positive(),
     description: z.string(),
+    expires_at: z.int().positive().optional(),
   }),
   /** Capture part or all of a reservation; the rest goes back to the available balance. */
   captureReservation: z.object({ ...OrgRef, reservation_id: z.string().min(1), amount_micros: z.int().nonnegative() }),
@@ -160,6 +165,8 @@ export const BillingEvents = {
     reservation_id: z.string(),
     amount_micros: z.int().positive(),
     description: z.string(),
+    /** Unix seconds; absent on reservations made before reservations expired. */
+    expires_at: z.int().optional(),
   }),
   ReservationCaptured: z.object({
     org_id: z.string(),
@@ -167,7 +174,13 @@ export const BillingEvents = {
     amount_micros: z.int().nonnegative(),
     released_micros: z.int().nonnegative(),
   }),
-  ReservationReleased: z.object({ org_id: z.string(), reservation_id: z.string(), amount_micros: z.int().positive() }),
+  ReservationReleased: z.object({
+    org_id: z.string(),
+    reservation_id: z.string(),
+    amount_micros: z.int().positive(),
+    /** `expired`: released by billing because its product neither captured nor released it in time. */
+    reason: z.enum(['released', 'expired']).optional(),
+  }),
   ApiKeyCreated: z.object({
     key_id: z.string(),
     org_id: z.string(),

@@ -188,6 +188,27 @@ export const ChatEvents = {
     messages: z.array(StoredChatMessageSchema),
     usage: UsageSchema,
   }),
+  /** A paid completion, recorded before its funds are reserved. Times in unix milliseconds. */
+  CompletionStarted: z.object({
+    completion_id: z.string(),
+    org_id: z.string(),
+    /** The replica running it: the one that settles it if it was left open by a crash. */
+    replica: z.string(),
+    reserved_micros: z.int().positive(),
+    started_at: z.int(),
+    /** It is stopped by then; if still open afterwards, its replica is gone and any replica settles it. */
+    deadline: z.int(),
+  }),
+  /**
+   * `charged`: its usage was captured; `released`: it failed or was refused, nothing charged;
+   * `interrupted`: its replica stopped before settling it, and whatever was still held was released.
+   */
+  CompletionSettled: z.object({
+    completion_id: z.string(),
+    org_id: z.string(),
+    outcome: z.enum(['charged', 'released', 'interrupted']),
+    charged_micros: z.int().nonnegative(),
+  }),
 } as const;
 
 export type ChatEventType = keyof typeof ChatEvents;

@@ -52,3 +52,40 @@ export class ManualClock implements Clock {
     this.ms = ms;
   }
 }
+
+/**
+ * Runs `task` at once and then every `periodMs` by the injected clock, one run at a time. A short
+ * real-time tick compares the clock with the next due time, so on a `ManualClock` moved by hand a test
+ * sees the task run without waiting for real time. A failing run is reported and tried at the next period.
+ */
+export function repeatByClock(
+  clock: Clock,
+  periodMs: number,
+  task: () => Promise<unknown>,
+  onError: (error: unknown) => void,
+  tickMs = 250,
+): { stop(): Promise<void> } {
+  let dueAt = clock.now();
+  let running: Promise<void> | undefined;
+  const tick = () => {
+    if (running || clock.now() < dueAt) return;
+    dueAt = clock.now() + periodMs;
+    running = task()
+      .then(
+        () => undefined,
+        (error: unknown) => onError(error),
+      )
+      .finally(() => {
+        running = undefined;
+      });
+  };
+  const timer = setInterval(tick, tickMs);
+  timer.unref();
+  tick();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

@@ -34,9 +34,10 @@ export interface ServiceInfrastructure {
 /**
  * Runs one service as its own process over NATS: telemetry, its event store (EventStoreDB or SQLite),
  * its read models (MongoDB or SQLite), the outbox relay that publishes every stored event to JetStream,
- * and its Nest microservice in the service's queue group; SIGINT/SIGTERM close it all in order.
+ * and its Nest microservice in the service's queue group; SIGINT/SIGTERM close it all in order. The
+ * service's `listening` runs once it answers requests: work that needs other services starts there.
  */
-export async function runServiceProcess<S extends { module: DynamicModule; close(): Promise<void> }>(options: {
+export async function runServiceProcess<S extends { module: DynamicModule; close(): Promise<void>; listening?(): void }>(options: {
   service: string;
   version: string;
   config: ServiceProcessConfig;
@@ -69,6 +70,7 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
     logger: false,
   });
   await app.listen();
+  instance.listening?.();
   logger.info(`${service} listening on NATS`);
 
   const shutdown = async () => {

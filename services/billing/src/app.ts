@@ -1,4 +1,4 @@
-import { type Clock, type IdSource } from '@oc/contracts';
+import { type Clock, type IdSource, repeatByClock } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
 import { ProjectionRunner, type ReadModelStore, readYourWrites } from '@oc/readmodel';
@@ -20,6 +20,9 @@ export interface BillingRuntime {
   logger: Logger;
   keyBytes?: () => Buffer;
 }
+
+/** How often expired reservations are looked for (by the injected clock). */
+export const RESERVATION_SWEEP_MS = 15_000;
 
 @Module({})
 export class BillingModule {
@@ -52,9 +55,21 @@ export async function createBilling(runtime: BillingRuntime) {
     ids: runtime.ids,
     ...(runtime.keyBytes ? { keyBytes: runtime.keyBytes } : {}),
   });
+  const expiry = repeatByClock(
+    runtime.clock,
+    RESERVATION_SWEEP_MS,
+    async () => {
+      const expired = await service.expireReservations();
+      if (expired > 0) runtime.logger.warn({ expired }, 'expired reservations released');
+    },
+    (err) => runtime.logger.warn({ err }, 'reservation expiry sweep failed; will retry'),
+  );
   return {
     service,
     module: BillingModule.register(service, runtime.logger),
-    close: () => projections.stop(),
+    async close() {
+      await expiry.stop();
+      await projections.stop();
+    },
   };
 }

@@ -10,9 +10,10 @@ const credited = (amount_micros: number): AccountEvent => ({
   type: 'CreditsAdded',
   data: { org_id, amount_micros, description: 'top-up' },
 });
+const EXPIRES_AT = 5_000;
 const reserved = (reservation_id: string, amount_micros: number): AccountEvent => ({
   type: 'FundsReserved',
-  data: { org_id, reservation_id, amount_micros, description: 'video' },
+  data: { org_id, reservation_id, amount_micros, description: 'video', expires_at: EXPIRES_AT },
 });
 
 const errorBody = (result: ReturnType<ReturnType<typeof spec.given>['when']>) => {
@@ -37,10 +38,10 @@ describe('account decider', () => {
 
   it('reserves funds only up to the available balance', () => {
     const given = spec.given([created, credited(1_000_000), reserved('r1', 600_000)]);
-    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 400_000, description: 'video' })).toEqual({
+    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 400_000, description: 'video', expiresAt: EXPIRES_AT })).toEqual({
       events: [reserved('r2', 400_000)],
     });
-    const refused = given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 400_001, description: 'v' });
+    const refused = given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 400_001, description: 'v', expiresAt: EXPIRES_AT });
     expect(errorBody(refused)).toEqual({
       error: {
         type: 'insufficient_quota',
@@ -58,6 +59,7 @@ describe('account decider', () => {
         reservationId: 'r1',
         amountMicros: 600_000,
         description: 'video',
+        expiresAt: EXPIRES_AT,
       }),
     ).toEqual({ events: [] });
   });
@@ -92,7 +94,7 @@ describe('account decider', () => {
     const given = spec.given([created, credited(1_000_000), reserved('r1', 600_000), captured]);
     expect(given.when({ type: 'CaptureReservation', orgId: org_id, reservationId: 'r1', amountMicros: 600_000 })).toEqual({ events: [] });
     expect(given.when({ type: 'ReleaseReservation', orgId: org_id, reservationId: 'r1' })).toEqual({ events: [] });
-    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r1', amountMicros: 1, description: 'v' })).toEqual({
+    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r1', amountMicros: 1, description: 'v', expiresAt: EXPIRES_AT })).toEqual({
       events: [],
     });
   });
@@ -104,9 +106,35 @@ describe('account decider', () => {
       reserved('r1', 1_000_000),
       { type: 'ReservationReleased', data: { org_id, reservation_id: 'r1', amount_micros: 1_000_000 } },
     ]);
-    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 1_000_000, description: 'v' })).toMatchObject({
+    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 1_000_000, description: 'v', expiresAt: EXPIRES_AT })).toMatchObject({
       events: [{ type: 'FundsReserved' }],
     });
+  });
+
+  it('expires a reservation still open at its expiry, once, and refuses to capture it afterwards', () => {
+    const given = spec.given([created, credited(1_000_000), reserved('r1', 600_000)]);
+    expect(given.when({ type: 'ExpireReservation', orgId: org_id, reservationId: 'r1', now: EXPIRES_AT - 1 })).toEqual({ events: [] });
+    const expired: AccountEvent = {
+      type: 'ReservationReleased',
+      data: { org_id, reservation_id: 'r1', amount_micros: 600_000, reason: 'expired' },
+    };
+    expect(given.when({ type: 'ExpireReservation', orgId: org_id, reservationId: 'r1', now: EXPIRES_AT })).toEqual({ events: [expired] });
+
+    const after = spec.given([created, credited(1_000_000), reserved('r1', 600_000), expired]);
+    expect(after.when({ type: 'ExpireReservation', orgId: org_id, reservationId: 'r1', now: EXPIRES_AT + 1 })).toEqual({ events: [] });
+    expect(after.when({ type: 'ReleaseReservation', orgId: org_id, reservationId: 'r1' })).toEqual({ events: [] });
+    const capture = after.when({ type: 'CaptureReservation', orgId: org_id, reservationId: 'r1', amountMicros: 1 });
+    expect(errorBody(capture).error).toMatchObject({ code: 'reservation_expired', type: 'invalid_request_error' });
+  });
+
+  it('never expires a reservation already captured', () => {
+    const given = spec.given([
+      created,
+      credited(1_000_000),
+      reserved('r1', 600_000),
+      { type: 'ReservationCaptured', data: { org_id, reservation_id: 'r1', amount_micros: 600_000, released_micros: 0 } },
+    ]);
+    expect(given.when({ type: 'ExpireReservation', orgId: org_id, reservationId: 'r1', now: EXPIRES_AT + 1 })).toEqual({ events: [] });
   });
 
   it('refuses to settle an unknown reservation', () => {

@@ -5,7 +5,7 @@ import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient, type 
 import { SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
 import { NestFactory } from '@nestjs/core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createBilling } from '../src/app';
 
 /** The billing service alone, answering on the in-process transport, as other services reach it. */
@@ -13,11 +13,12 @@ async function startBilling() {
   const stores = openSqliteStores({ filename: ':memory:' });
   const broker = new InProcessBroker();
   const client = new InProcessServiceClient(broker);
+  const clock = new ManualClock(Date.UTC(2026, 10, 22));
   const billing = await createBilling({
     eventStore: stores.store,
     readModels: new SqliteReadModelStore({ filename: ':memory:' }),
     client,
-    clock: new ManualClock(Date.UTC(2026, 10, 22)),
+    clock,
     ids: randomIds,
     logger: createLogger({ service: 'billing-test', level: 'silent' }),
   });
@@ -25,6 +26,7 @@ async function startBilling() {
   await app.listen();
   return {
     client,
+    clock,
     async close() {
       await app.close();
       await billing.close();
@@ -105,6 +107,30 @@ describe('billing: reservations against the prepaid balance', () => {
       ['reservation', -0.4, 0],
       ['credit', 1, 0],
     ]);
+  });
+
+  it('releases a reservation left open past its expiry by itself, once, with a ledger entry saying why', async () => {
+    const org_id = await orgWithCredit(1_000_000);
+    const now = Math.floor(billing.clock.now() / 1000);
+    await bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'late', amount_micros: 300_000, description: 'chat', expires_at: now + 60 });
+    await bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'live', amount_micros: 200_000, description: 'video', expires_at: now + 600 });
+    expect(await balance(org_id)).toMatchObject({ available: 0.5, reserved: 0.5 });
+
+    billing.clock.advance(61_000);
+    await vi.waitFor(async () => expect(await balance(org_id)).toMatchObject({ available: 0.8, reserved: 0.2 }), { timeout: 5_000 });
+
+    const capture = await bus.request(Subjects.billing.captureReservation, { org_id, reservation_id: 'late', amount_micros: 1 });
+    expect(capture).toMatchObject({ ok: false, error: { status: 409, code: 'reservation_expired' } });
+    const ledger = await bus.request<{ data: { type: string; amount: number; description: string; reference: string }[] }>(
+      Subjects.billing.listLedger,
+      { org_id, limit: 1 },
+    );
+    expect(ledger.ok && ledger.data.data).toEqual([
+      expect.objectContaining({ type: 'release', amount: 0.3, reference: 'late', description: expect.stringMatching(/^Reservation expired/) }),
+    ]);
+    // The one not yet due is still held, and is captured as usual.
+    expect((await bus.request(Subjects.billing.captureReservation, { org_id, reservation_id: 'live', amount_micros: 200_000 })).ok).toBe(true);
+    expect(await balance(org_id)).toMatchObject({ available: 0.8, reserved: 0 });
   });
 
   it('refuses to capture more than was reserved, so usage can never overdraw', async () => {

@@ -1,4 +1,4 @@
-import { type Clock, type IdSource, Subjects } from '@oc/contracts';
+import { type Clock, type IdSource, repeatByClock, Subjects } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
 import { ProjectionRunner, type ReadModelStore, readYourWrites } from '@oc/readmodel';
@@ -8,7 +8,7 @@ import { billingFunds, broadcastFrames } from './adapters/billing-funds';
 import { OpenAiCompatibleProvider } from './adapters/openai-compatible';
 import { SimulatorProvider } from './adapters/simulator';
 import { gptTokenizer } from './adapters/tokenizer';
-import { type ChatPricing, ChatService } from './application/chat';
+import { type ChatPricing, ChatService, type CompletionLifecycle } from './application/chat';
 import type { ChatProvider } from './application/ports';
 import { chatProjections } from './projections/chat-projections';
 import { chatCollections } from './projections/documents';
@@ -29,9 +29,13 @@ export interface ChatRuntime {
   logger: Logger;
   upstream: ChatUpstream;
   pricing: ChatPricing;
+  lifecycle: CompletionLifecycle;
   /** The simulator's pause between streamed words. */
   simulatorWordDelayMs: number;
 }
+
+/** How often completions left open by a crash are looked for (by the injected clock). */
+export const ABANDONED_SWEEP_MS = 10_000;
 
 @Module({})
 export class ChatModule {
@@ -69,14 +73,29 @@ export async function createChat(runtime: ChatRuntime) {
     clock: runtime.clock,
     ids: runtime.ids,
     pricing: runtime.pricing,
+    lifecycle: runtime.lifecycle,
     logger: runtime.logger,
   });
   const cancels = await runtime.client.onBroadcast(Subjects.chat.cancelStream, onCancelStream(service, runtime.logger));
   gptTokenizer.warmUp();
+  let sweep: { stop(): Promise<void> } | undefined;
   return {
     service,
     module: ChatModule.register(service, runtime.logger),
+    /** Billing answers by now: completions a crash left open are settled at once, then every few seconds. */
+    listening() {
+      sweep = repeatByClock(
+        runtime.clock,
+        ABANDONED_SWEEP_MS,
+        async () => {
+          const settled = await service.settleAbandoned();
+          if (settled > 0) runtime.logger.warn({ settled }, 'completions left open by a stopped replica settled; their funds released');
+        },
+        (err) => runtime.logger.warn({ err }, 'settling abandoned completions failed; will retry'),
+      );
+    },
     async close() {
+      await sweep?.stop();
       await cancels.stop();
       await service.close();
       await provider.close?.();

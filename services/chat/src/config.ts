@@ -1,7 +1,8 @@
+import { hostname } from 'node:os';
 import { usdToMicros } from '@oc/contracts';
 import { z } from 'zod';
 import type { ChatUpstream } from './app';
-import type { ChatPricing } from './application/chat';
+import type { ChatPricing, CompletionLifecycle } from './application/chat';
 
 /**
  * The chat service's settings, shared by its own process and the standalone one. Defaults: the
@@ -17,10 +18,18 @@ export const ChatConfigSchema = z.object({
   CHAT_DEFAULT_MAX_TOKENS: z.coerce.number().int().positive().default(4_096),
   CHAT_CONTEXT_TOKENS: z.coerce.number().int().positive().default(128_000),
   CHAT_SIMULATOR_WORD_DELAY_MS: z.coerce.number().int().nonnegative().default(30),
+  CHAT_COMPLETION_DEADLINE_MS: z.coerce.number().int().positive().default(10 * 60_000),
+  /** Must stay the same across restarts of one replica and differ between replicas (a StatefulSet's pod name). */
+  CHAT_REPLICA_ID: z.string().min(1).default(hostname()),
 });
 export type ChatConfig = z.infer<typeof ChatConfigSchema>;
 
-export function chatSettings(config: ChatConfig): { upstream: ChatUpstream; pricing: ChatPricing; simulatorWordDelayMs: number } {
+export function chatSettings(config: ChatConfig): {
+  upstream: ChatUpstream;
+  pricing: ChatPricing;
+  lifecycle: CompletionLifecycle;
+  simulatorWordDelayMs: number;
+} {
   return {
     upstream:
       config.CHAT_UPSTREAM === 'openai'
@@ -37,6 +46,7 @@ export function chatSettings(config: ChatConfig): { upstream: ChatUpstream; pric
       defaultMaxTokens: config.CHAT_DEFAULT_MAX_TOKENS,
       contextTokens: config.CHAT_CONTEXT_TOKENS,
     },
+    lifecycle: { replica: config.CHAT_REPLICA_ID, deadlineMs: config.CHAT_COMPLETION_DEADLINE_MS },
     simulatorWordDelayMs: config.CHAT_SIMULATOR_WORD_DELAY_MS,
   };
 }

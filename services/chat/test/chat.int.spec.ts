@@ -8,7 +8,7 @@ import { gptTokenizer } from '../src/adapters/tokenizer';
 import { ChatService } from '../src/application/chat';
 import type { ChatProvider, GenerationEvent, GenerationRequest } from '../src/application/ports';
 import { chatProjections } from '../src/projections/chat-projections';
-import { chatCollections } from '../src/projections/documents';
+import { ChatCollections, chatCollections } from '../src/projections/documents';
 
 /** An upstream that records what it was sent and plays back words, optionally waiting forever midway. */
 class ScriptedProvider implements ChatProvider {
@@ -39,13 +39,16 @@ describe('chat service', () => {
   let chat: ChatService;
   let funds: Array<[string, ...unknown[]]>;
   let frames: StreamFrame[];
+  let clock: ManualClock;
+  let readModels: SqliteReadModelStore;
+  /** Billing's answer to the next reservation: a refusal when set. */
+  let refuse: ApiError | undefined;
+  const DEADLINE_MS = 60_000;
 
-  const start = async (contextTokens = 128_000) => {
-    const readModels = new SqliteReadModelStore({ filename: ':memory:' });
-    projections = new ProjectionRunner(stores.store, readModels, chatProjections, { collections: chatCollections });
-    await projections.start();
+  /** A replica of the chat service on the shared stores. */
+  const replica = (name: string, contextTokens = 128_000) => {
     const commands = new CommandHandler(stores.store);
-    chat = new ChatService({
+    return new ChatService({
       eventStore: stores.store,
       commands,
       readModels: readYourWrites(readModels, projections, commands),
@@ -53,19 +56,38 @@ describe('chat service', () => {
       simulator: new SimulatorProvider({ tokenizer: gptTokenizer, wordDelayMs: 0 }),
       tokenizer: gptTokenizer,
       funds: {
-        reserve: async (org, id, amount) => void funds.push(['reserve', org, id, amount]),
+        reserve: async (org, id, amount) => {
+          funds.push(['reserve', org, id, amount]);
+          if (refuse) throw refuse;
+        },
         capture: async (org, id, amount) => void funds.push(['capture', org, id, amount]),
         release: async (org, id) => void funds.push(['release', org, id]),
       },
       frames: { publish: async (_subject, frame) => void frames.push(frame as StreamFrame) },
-      clock: new ManualClock(Date.UTC(2026, 10, 22)),
+      clock,
       ids: randomIds,
       pricing: { microsPer1kTokens: 80_000, defaultMaxTokens: 256, contextTokens },
+      lifecycle: { replica: name, deadlineMs: DEADLINE_MS },
       logger: createLogger({ service: 'chat-test', level: 'silent' }),
     });
   };
 
+  const start = async (contextTokens = 128_000) => {
+    readModels = new SqliteReadModelStore({ filename: ':memory:' });
+    projections = new ProjectionRunner(stores.store, readModels, chatProjections, { collections: chatCollections });
+    await projections.start();
+    chat = replica('chat-a', contextTokens);
+  };
+
+  const openCompletions = async () => {
+    const all = await stores.store.readAll({ maxCount: 10_000 });
+    await projections.waitFor(all.at(-1)?.position ?? 0);
+    return (await readModels.collection(ChatCollections.openCompletions).find({ replica: { $in: ['chat-a', 'chat-b'] } })).map((doc) => doc._id);
+  };
+
   beforeEach(() => {
+    clock = new ManualClock(Date.UTC(2026, 10, 22));
+    refuse = undefined;
     stores = openSqliteStores({ filename: ':memory:' });
     provider = new ScriptedProvider();
     funds = [];
@@ -157,5 +179,50 @@ describe('chat service', () => {
     const usage = { prompt_tokens: prompt, completion_tokens: gptTokenizer.count('Plant early'), total_tokens: prompt + gptTokenizer.count('Plant early') };
     expect(frames.at(-1)).toEqual({ kind: 'end', seq: 3, usage });
     expect(funds.at(-1)).toEqual(['capture', 'org_1', accepted.id, usage.total_tokens * 80]);
+  });
+
+  it('settles each paid completion durably: none is left open once it is charged, released or refused', async () => {
+    await start();
+    await ask('Hello');
+    provider.failAfter = 1;
+    await ask('Hello').catch(() => undefined);
+    provider.failAfter = undefined;
+    refuse = new ApiError({ status: 402, type: 'insufficient_quota', code: 'insufficient_quota', message: 'no' });
+    await expect(ask('Hello')).rejects.toMatchObject({ status: 402 });
+    expect(await openCompletions()).toEqual([]);
+    // A refused reservation is released too: billing might have held it before its answer was lost.
+    expect(funds.map((f) => f[0])).toEqual(['reserve', 'capture', 'reserve', 'release', 'reserve', 'release']);
+  });
+
+  it('after a crash, the restarted replica releases what its completions in flight still held, and nothing else', async () => {
+    await start();
+    provider.hangAfter = 2;
+    const crashed = (await ask('Hello', { stream_to: 'chat.streams.s1' })) as { id: string };
+    await vi.waitFor(() => expect(frames.filter((f) => f.kind === 'data')).toHaveLength(3));
+    const other = replica('chat-b');
+    const elsewhere = (await other.createChatCompletion({
+      model: 'chat-2',
+      messages: [{ role: 'user', content: 'Hi' }],
+      stream: false,
+      stream_to: 'chat.streams.s2',
+      temperature: 1,
+      org_id: 'org_1',
+      mode: 'live',
+    })) as { id: string };
+    expect(await openCompletions()).toEqual(expect.arrayContaining([crashed.id, elsewhere.id]));
+
+    // chat-a is started again (its process died with the stream): it settles its own, not chat-b's live one.
+    const restarted = replica('chat-a');
+    expect(await restarted.settleAbandoned()).toBe(1);
+    expect(funds.at(-1)).toEqual(['release', 'org_1', crashed.id]);
+    expect(await openCompletions()).toEqual([elsewhere.id]);
+    expect(await restarted.settleAbandoned()).toBe(0);
+
+    // chat-b never comes back: once its completion is a minute past its deadline, any replica settles it.
+    clock.advance(DEADLINE_MS + 60_001);
+    expect(await restarted.settleAbandoned()).toBe(1);
+    expect(funds.at(-1)).toEqual(['release', 'org_1', elsewhere.id]);
+    expect(await openCompletions()).toEqual([]);
+    await other.close();
   });
 });

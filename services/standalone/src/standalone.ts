@@ -60,7 +60,7 @@ export async function startStandalone(options: StandaloneOptions) {
   const services: { close(): Promise<void> }[] = [];
   const apps: INestMicroservice[] = [];
   /** Starts a service's Nest microservice on the in-process transport. */
-  const serve = async <S extends { module: DynamicModule; close(): Promise<void> }>(service: S) => {
+  const serve = async <S extends { module: DynamicModule; close(): Promise<void>; listening?(): void }>(service: S) => {
     const app = await NestFactory.createMicroservice(service.module, {
       strategy: new InProcessServerStrategy(broker),
       logger: false,
@@ -136,6 +136,7 @@ export async function startStandalone(options: StandaloneOptions) {
   ]);
   // In this order, so that closing (in reverse) stops billing's callers before billing.
   for (const service of built) await serve(service);
+  for (const service of built) if ('listening' in service) service.listening();
 
   const demo = options.demo ? await createDemoOnFirstStart(client) : undefined;
 

@@ -144,7 +144,9 @@ describe('read-model queries', () => {
     expect([...queried].sort()).toEqual([
       'rm_billing_api_keys',
       'rm_billing_ledger_entries',
+      'rm_billing_open_reservations',
       'rm_billing_organizations',
+      'rm_chat_open_completions',
       'rm_chat_sessions',
       'rm_video_videos',
       'rm_webhook_deliveries',

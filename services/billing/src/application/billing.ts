@@ -18,7 +18,7 @@ import type { CommandHandler, EventMetadata, EventStore } from '@oc/eventstore';
 import { pageAfter, type ReadModels } from '@oc/readmodel';
 import { accountDecider, type AccountCommand, accountStream } from '../domain/account';
 import { apiKeyDecider, type ApiKeyCommand, apiKeyStream } from '../domain/api-key';
-import { type ApiKeyDoc, Collections, type LedgerEntryDoc, type OrganizationDoc } from '../projections/documents';
+import { type ApiKeyDoc, Collections, type LedgerEntryDoc, type OpenReservationDoc, type OrganizationDoc } from '../projections/documents';
 
 /** Lets every gateway forget a key or an organization's cached limits before we answer. */
 export interface GatewayNotifier {
@@ -40,6 +40,10 @@ export interface BillingDeps {
 export const hashApiKey = (key: string) => createHash('sha256').update(key).digest('hex');
 
 const DAY_SECONDS = 86_400;
+/** How long a reservation whose product named no expiry is held. */
+export const DEFAULT_RESERVATION_TTL_SECONDS = 3_600;
+/** Reservations expired by one sweep at most; the next sweep takes the rest. */
+const EXPIRY_SWEEP_LIMIT = 500;
 
 export class BillingService {
   constructor(private readonly deps: BillingDeps) {}
@@ -118,8 +122,24 @@ export class BillingService {
       reservationId: m.reservation_id,
       amountMicros: m.amount_micros,
       description: m.description,
+      expiresAt: m.expires_at ?? unixSeconds(this.deps.clock.now()) + DEFAULT_RESERVATION_TTL_SECONDS,
     });
     return { reservation_id: m.reservation_id };
+  }
+
+  /**
+   * Releases every open reservation past its expiry: the safety net for work whose product died before
+   * settling it. Safe to run on several replicas at once (an expiry already applied decides nothing).
+   */
+  async expireReservations(): Promise<number> {
+    const now = unixSeconds(this.deps.clock.now());
+    const due = await this.deps.readModels
+      .collection<OpenReservationDoc>(Collections.openReservations)
+      .find({ expires_at: { $lte: now } }, { sort: { expires_at: 1 }, limit: EXPIRY_SWEEP_LIMIT });
+    for (const r of due) {
+      await this.account({ type: 'ExpireReservation', orgId: r.org_id, reservationId: r.reservation_id, now });
+    }
+    return due.length;
   }
 
   async captureReservation(m: BillingMessage<'captureReservation'>) {

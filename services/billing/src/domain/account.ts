@@ -5,6 +5,10 @@ import { type BillingEvent, DomainError, type Tier } from '@oc/contracts';
  * credited minus captured minus currently reserved, and `decide` refuses anything that would take it
  * below zero. Work is always paid through a reservation: reserve the bound first, capture the usage
  * after (a capture is the "usage charged" entry), release on failure.
+ *
+ *   reserved ──capture──▶ captured
+ *      │ └────release──▶ released
+ *      └──expire (at expires_at)──▶ expired   (a later capture is refused: the funds went back)
  */
 export type AccountEvent = Extract<
   BillingEvent,
@@ -15,9 +19,19 @@ export type AccountCommand =
   | { type: 'CreateOrganization'; orgId: string; name: string; tier: Tier; now: number }
   | { type: 'ChangeTier'; orgId: string; tier: Tier }
   | { type: 'AddCredits'; orgId: string; amountMicros: number; description: string }
-  | { type: 'ReserveFunds'; orgId: string; reservationId: string; amountMicros: number; description: string }
+  | { type: 'ReserveFunds'; orgId: string; reservationId: string; amountMicros: number; description: string; expiresAt: number }
   | { type: 'CaptureReservation'; orgId: string; reservationId: string; amountMicros: number }
-  | { type: 'ReleaseReservation'; orgId: string; reservationId: string };
+  | { type: 'ReleaseReservation'; orgId: string; reservationId: string }
+  /** Releases the reservation if it is still open at `now` (unix seconds) and has expired by then. */
+  | { type: 'ExpireReservation'; orgId: string; reservationId: string; now: number };
+
+export interface Reservation {
+  amountMicros: number;
+  /** Unix seconds; null for reservations made before reservations expired. */
+  expiresAt: number | null;
+}
+
+export type Settlement = 'captured' | 'released' | 'expired';
 
 export type AccountState =
   | { status: 'absent' }
@@ -28,9 +42,9 @@ export type AccountState =
       /** Credited minus captured. */
       balanceMicros: number;
       /** Open reservations by id. */
-      reservations: Map<string, number>;
-      /** Reservations already captured or released, so repeats are harmless. */
-      settled: Set<string>;
+      reservations: Map<string, Reservation>;
+      /** How each reservation no longer open ended, so repeats are harmless. */
+      settled: Map<string, Settlement>;
     };
 
 export const accountStream = (orgId: string) => `account-${orgId}`;
@@ -38,7 +52,7 @@ export const accountStream = (orgId: string) => `account-${orgId}`;
 export function availableMicros(state: AccountState): number {
   if (state.status !== 'open') return 0;
   let reserved = 0;
-  for (const amount of state.reservations.values()) reserved += amount;
+  for (const r of state.reservations.values()) reserved += r.amountMicros;
   return state.balanceMicros - reserved;
 }
 
@@ -90,14 +104,24 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
             reservation_id: command.reservationId,
             amount_micros: command.amountMicros,
             description: command.description,
+            expires_at: command.expiresAt,
           },
         },
       ];
     }
 
     case 'CaptureReservation': {
-      const reserved = state.reservations.get(command.reservationId);
-      if (reserved === undefined) return settledOrMissing(state, command.reservationId);
+      const reserved = state.reservations.get(command.reservationId)?.amountMicros;
+      if (reserved === undefined) {
+        if (state.settled.get(command.reservationId) === 'expired') {
+          throw new DomainError({
+            kind: 'Conflict',
+            code: 'reservation_expired',
+            message: `Reservation '${command.reservationId}' expired and its funds were released; it can no longer be captured.`,
+          });
+        }
+        return settledOrMissing(state, command.reservationId);
+      }
       if (command.amountMicros > reserved) {
         throw new DomainError({
           kind: 'InvalidState',
@@ -124,7 +148,19 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
       return [
         {
           type: 'ReservationReleased',
-          data: { org_id, reservation_id: command.reservationId, amount_micros: reserved },
+          data: { org_id, reservation_id: command.reservationId, amount_micros: reserved.amountMicros, reason: 'released' },
+        },
+      ];
+    }
+
+    case 'ExpireReservation': {
+      const reserved = state.reservations.get(command.reservationId);
+      // Without an expiry of its own (made before reservations expired), the read model's is the one applied.
+      if (!reserved || (reserved.expiresAt !== null && reserved.expiresAt > command.now)) return [];
+      return [
+        {
+          type: 'ReservationReleased',
+          data: { org_id, reservation_id: command.reservationId, amount_micros: reserved.amountMicros, reason: 'expired' },
         },
       ];
     }
@@ -153,7 +189,7 @@ function evolve(state: AccountState, event: AccountEvent): AccountState {
       tier: event.data.tier,
       balanceMicros: 0,
       reservations: new Map(),
-      settled: new Set(),
+      settled: new Map(),
     };
   }
   if (state.status !== 'open') return state;
@@ -163,15 +199,19 @@ function evolve(state: AccountState, event: AccountEvent): AccountState {
     case 'CreditsAdded':
       return { ...state, balanceMicros: state.balanceMicros + event.data.amount_micros };
     case 'FundsReserved':
-      state.reservations.set(event.data.reservation_id, event.data.amount_micros);
+      state.reservations.set(event.data.reservation_id, {
+        amountMicros: event.data.amount_micros,
+        expiresAt: event.data.expires_at ?? null,
+      });
       return state;
     case 'ReservationCaptured':
-    case 'ReservationReleased': {
       state.reservations.delete(event.data.reservation_id);
-      state.settled.add(event.data.reservation_id);
-      const captured = event.type === 'ReservationCaptured' ? event.data.amount_micros : 0;
-      return { ...state, balanceMicros: state.balanceMicros - captured };
-    }
+      state.settled.set(event.data.reservation_id, 'captured');
+      return { ...state, balanceMicros: state.balanceMicros - event.data.amount_micros };
+    case 'ReservationReleased':
+      state.reservations.delete(event.data.reservation_id);
+      state.settled.set(event.data.reservation_id, event.data.reason === 'expired' ? 'expired' : 'released');
+      return state;
     default: {
       const never: never = event;
       return never;

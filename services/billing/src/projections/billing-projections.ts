@@ -1,11 +1,20 @@
 import { type BillingEvent, unixSeconds } from '@oc/contracts';
 import type { StoredEvent } from '@oc/eventstore';
 import { documentProjection, type Projection } from '@oc/readmodel';
-import { type ApiKeyDoc, Collections, type LedgerEntryDoc, type OrganizationDoc } from './documents';
+import { type ApiKeyDoc, Collections, type LedgerEntryDoc, type OpenReservationDoc, type OrganizationDoc } from './documents';
+
+/** Reservation ids are chosen by the products, so only unique within an organization. */
+const openReservationId = (orgId: string, reservationId: string) => `${orgId}/${reservationId}`;
+
+/** Reservations made before they carried an expiry expire this long after they were made. */
+export const LEGACY_RESERVATION_TTL_SECONDS = 3_600;
 
 type Stored = StoredEvent & BillingEvent;
 
-/** Organizations with their balances, and the ledger entry each money movement leaves behind. */
+/**
+ * Organizations with their balances, the ledger entry each money movement leaves behind, and the
+ * reservations still open.
+ */
 export const accountsProjection: Projection = {
   name: 'billing-accounts',
   canHandle: ['OrganizationCreated', 'TierChanged', 'CreditsAdded', 'FundsReserved', 'ReservationCaptured', 'ReservationReleased'],
@@ -25,6 +34,7 @@ export const accountsProjection: Projection = {
     }
     const org = await orgs.get((event.data as { org_id: string }).org_id);
     if (!org) return;
+    const open = ctx.collection<OpenReservationDoc>(Collections.openReservations);
     let entry: Pick<LedgerEntryDoc, 'type' | 'amount_micros' | 'charged_micros' | 'description' | 'reference'> | undefined;
     switch (event.type) {
       case 'TierChanged':
@@ -35,6 +45,12 @@ export const accountsProjection: Projection = {
         entry = { type: 'credit', amount_micros: event.data.amount_micros, charged_micros: 0, description: event.data.description, reference: null };
         break;
       case 'FundsReserved':
+        await open.put({
+          _id: openReservationId(org._id, event.data.reservation_id),
+          org_id: org._id,
+          reservation_id: event.data.reservation_id,
+          expires_at: event.data.expires_at ?? unixSeconds(stored.created) + LEGACY_RESERVATION_TTL_SECONDS,
+        });
         org.reserved_micros += event.data.amount_micros;
         entry = {
           type: 'reservation',
@@ -45,6 +61,7 @@ export const accountsProjection: Projection = {
         };
         break;
       case 'ReservationCaptured':
+        await open.delete(openReservationId(org._id, event.data.reservation_id));
         org.balance_micros -= event.data.amount_micros;
         org.reserved_micros -= event.data.amount_micros + event.data.released_micros;
         entry = {
@@ -56,12 +73,16 @@ export const accountsProjection: Projection = {
         };
         break;
       case 'ReservationReleased':
+        await open.delete(openReservationId(org._id, event.data.reservation_id));
         org.reserved_micros -= event.data.amount_micros;
         entry = {
           type: 'release',
           amount_micros: event.data.amount_micros,
           charged_micros: 0,
-          description: 'Reservation released',
+          description:
+            event.data.reason === 'expired'
+              ? 'Reservation expired: neither charged nor released in time, so billing released it'
+              : 'Reservation released',
           reference: event.data.reservation_id,
         };
         break;

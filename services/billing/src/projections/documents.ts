@@ -43,15 +43,31 @@ export interface ApiKeyDoc {
   [key: string]: unknown;
 }
 
+/** An open reservation, kept until it is captured or released, so that expired ones can be found. */
+export interface OpenReservationDoc {
+  /** `<org_id>/<reservation_id>`. */
+  _id: string;
+  org_id: string;
+  reservation_id: string;
+  /** Unix seconds. */
+  expires_at: number;
+  [key: string]: unknown;
+}
+
 export const Collections = {
   organizations: 'billing_organizations',
   ledger: 'billing_ledger_entries',
   apiKeys: 'billing_api_keys',
+  openReservations: 'billing_open_reservations',
 } as const;
 
-/** Each index serves one query of `application/billing.ts` (organizations newest first, an organization's ledger and keys, a key by its hash). */
+/**
+ * Each index serves one query of `application/billing.ts` (organizations newest first, an organization's
+ * ledger and keys, a key by its hash, open reservations by expiry).
+ */
 export const billingCollections: CollectionSpec[] = [
   { name: Collections.organizations, indexes: [['created']] },
   { name: Collections.ledger, indexes: [['org_id', 'position']] },
   { name: Collections.apiKeys, indexes: [['key_hash'], ['org_id', 'created']] },
+  { name: Collections.openReservations, indexes: [['expires_at']] },
 ];

@@ -5,8 +5,8 @@ import type { Funds } from '../application/ports';
 /** Funds held and charged by the billing service over the bus; its 402 reaches the client unchanged. */
 export function billingFunds(client: ServiceClient): Funds {
   return {
-    async reserve(org_id, reservation_id, amount_micros, description) {
-      unwrap(await client.request(Subjects.billing.reserveFunds, { org_id, reservation_id, amount_micros, description }));
+    async reserve(org_id, reservation_id, amount_micros, description, expires_at) {
+      unwrap(await client.request(Subjects.billing.reserveFunds, { org_id, reservation_id, amount_micros, description, expires_at }));
     },
     async capture(org_id, reservation_id, amount_micros) {
       unwrap(await client.request(Subjects.billing.captureReservation, { org_id, reservation_id, amount_micros }));

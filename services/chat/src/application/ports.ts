@@ -27,7 +27,8 @@ export interface Tokenizer extends ConversationCounter {
 
 /** The billing service's reservations, in integer micro-USD; a refusal throws the 402 to pass on. */
 export interface Funds {
-  reserve(orgId: string, reservationId: string, amountMicros: number, description: string): Promise<void>;
+  /** `expiresAt` (unix seconds): billing releases the reservation itself if it is still open then. */
+  reserve(orgId: string, reservationId: string, amountMicros: number, description: string, expiresAt: number): Promise<void>;
   capture(orgId: string, reservationId: string, amountMicros: number): Promise<void>;
   release(orgId: string, reservationId: string): Promise<void>;
 }

@@ -7,7 +7,7 @@ import { type ChatEvent, DomainError, type StoredChatMessage, type Usage } from 
  * folded by `conversation`, when a request continues the session. So the state the command handler keeps
  * for recently used sessions stays small however long their conversations grow.
  */
-export type SessionEvent = ChatEvent;
+export type SessionEvent = Extract<ChatEvent, { type: 'ChatSessionStarted' | 'ChatExchangeRecorded' }>;
 
 export type SessionCommand = {
   type: 'RecordExchange';

@@ -98,8 +98,11 @@ export class VideoJobs {
         : await this.deps.billing.release(state.orgId, state.videoId);
     // No such reservation (an abandoned create that died before billing reserved): nothing is held.
     const nothingHeld = !reply.ok && reply.error.status === 404;
-    if (!reply.ok && !nothingHeld) throw new ApiError(reply.error);
-    await this.apply(state.videoId, { type: 'RecordSettlement', outcome: due === 'capture' ? 'charged' : 'refunded' });
+    // Settlement failed for longer than the reservation's grace: billing gave the funds back, uncharged.
+    const expired = !reply.ok && reply.error.code === 'reservation_expired';
+    if (!reply.ok && !nothingHeld && !expired) throw new ApiError(reply.error);
+    if (expired) this.deps.logger.warn({ videoId: state.videoId }, 'reservation expired before the video was settled; not charged');
+    await this.apply(state.videoId, { type: 'RecordSettlement', outcome: due === 'capture' && !expired ? 'charged' : 'refunded' });
   }
 
   private async rejectIfAbandoned(state: ActiveVideo, now: number): Promise<void> {

@@ -66,7 +66,8 @@ export interface Scheduler {
 
 /** Billing's reservation subjects, as replies so that a 402 reaches the client unchanged. */
 export interface Billing {
-  reserve(orgId: string, videoId: string, amountMicros: number, description: string): Promise<Reply<unknown>>;
+  /** `expiresAt` (unix seconds): billing releases the reservation itself if it is still open then. */
+  reserve(orgId: string, videoId: string, amountMicros: number, description: string, expiresAt: number): Promise<Reply<unknown>>;
   capture(orgId: string, videoId: string, amountMicros: number): Promise<Reply<unknown>>;
   release(orgId: string, videoId: string): Promise<Reply<unknown>>;
 }

@@ -41,6 +41,7 @@ const VISIBLE = { deleted: false, status: { $nin: ['requested', 'rejected'] } };
 
 /** Stripe's window: a key is remembered for 24 hours. */
 const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
+const RESERVATION_GRACE_MS = 60 * 60 * 1000;
 
 const CONTENT_TYPES = { video: 'video/mp4', thumbnail: 'image/webp' } as const;
 
@@ -179,7 +180,7 @@ export class VideoService {
     });
     if (caller.mode === 'live') {
       const description = `Video ${videoId} (${request.model}, ${request.seconds}s, ${request.size})`;
-      const reply = await this.deps.billing.reserve(caller.org_id, videoId, costMicros, description);
+      const reply = await this.deps.billing.reserve(caller.org_id, videoId, costMicros, description, this.reservationExpiry());
       if (!reply.ok) {
         // Any answer but a 402 leaves open whether the funds were held: release them to be sure.
         const reason = reply.error.status === 402 ? 'insufficient_quota' : 'abandoned';
@@ -196,6 +197,14 @@ export class VideoService {
       this.deps.jobs.track(videoId);
     }
     return this.firstResponse((await this.videos.findOne({ _id: videoId }))!);
+  }
+
+  /**
+   * A job is settled by its timeout at the latest; billing's own release is the safety net for one whose
+   * settlement keeps failing (billing unreachable), so it waits an hour longer.
+   */
+  private reservationExpiry(): number {
+    return seconds(this.deps.clock.now() + this.deps.timings.jobTimeoutMs + RESERVATION_GRACE_MS);
   }
 
   /** Appends what the command decides; queries wait for the read model themselves (`readYourWrites`). */
