@@ -12,6 +12,7 @@ const WORKERS: Record<string, string> = {
   'packages/eventstore/src/sqlite.ts': 'eventstore-writer.mjs',
   'packages/readmodel/src/sqlite.ts': 'readmodel-writer.mjs',
   'services/video/src/adapters/ffmpeg-renderer.ts': 'ffmpeg-spawner.mjs',
+  'services/chat/src/adapters/tokenizer.ts': 'token-counter.mjs',
 };
 
 /** Builtins of later Node versions that bundled packages probe for inside a try block (undici: `node:sqlite`). */

@@ -34,27 +34,27 @@ describe('theory position', () => {
 });
 
 describe('context trimming', () => {
-  // One token per character plus 1 per message; 2 for the reply's priming.
-  const counter = { message: (m: ChatMessage) => m.content.length + 1, replyPriming: 2 };
+  // One token per character of content; each message adds 4 of framing and the reply's priming 3.
   const m = (role: ChatMessage['role'], content: string): ChatMessage => ({ role, content });
+  const counts = (messages: ChatMessage[]) => messages.map((x) => x.content.length);
 
   it('keeps a conversation that fits', () => {
     const messages = [m('system', 'sys'), m('user', 'hello')];
-    expect(conversationTokens(messages, counter)).toBe(12);
-    expect(trimToContext(messages, 13, counter)).toEqual({ messages, tokens: 12 });
+    expect(conversationTokens(counts(messages))).toBe(19);
+    expect(trimToContext(messages, counts(messages), 20)).toEqual({ messages, tokens: 19 });
   });
 
   it('drops the oldest non-system messages first, keeping system messages and the newest one', () => {
     const messages = [m('system', 'sys'), m('user', 'aaaaaaaaa'), m('assistant', 'bbbbbbbbb'), m('system', 'more'), m('user', 'ccc')];
     const kept = [m('system', 'sys'), m('assistant', 'bbbbbbbbb'), m('system', 'more'), m('user', 'ccc')];
-    expect(trimToContext(messages, 30, counter)).toEqual({ messages: kept, tokens: conversationTokens(kept, counter) });
+    expect(trimToContext(messages, counts(messages), 40)).toEqual({ messages: kept, tokens: conversationTokens(counts(kept)) });
     const fewer = [m('system', 'sys'), m('system', 'more'), m('user', 'ccc')];
-    expect(trimToContext(messages, 20, counter)).toEqual({ messages: fewer, tokens: conversationTokens(fewer, counter) });
+    expect(trimToContext(messages, counts(messages), 30)).toEqual({ messages: fewer, tokens: conversationTokens(counts(fewer)) });
   });
 
   it('refuses with 400 context_length_exceeded when even the newest message does not fit', () => {
     try {
-      trimToContext([m('system', 'sys'), m('user', 'x'.repeat(50))], 20, counter);
+      trimToContext([m('system', 'sys'), m('user', 'x'.repeat(50))], [3, 50], 20);
       expect.unreachable();
     } catch (error) {
       expect(error).toBeInstanceOf(DomainError);

@@ -21,6 +21,8 @@ export interface GatewayOptions {
   usageFlushMs?: number;
   /** Load balancers whose `X-Forwarded-For` is believed (see `TRUSTED_PROXIES`). */
   trustedProxies?: string[];
+  /** See `CHAT_MAX_IN_FLIGHT_PER_ORG`. */
+  chatInFlightPerOrganization?: number;
 }
 
 /** The gateway's composition: routes, key cache kept fresh by billing's broadcasts, usage reporting. */
@@ -47,7 +49,7 @@ export async function createGateway(options: GatewayOptions) {
     logger,
     adminToken: options.adminToken,
     version: options.version,
-    v1: v1Routes(options.version, () => clock.now()),
+    v1: v1Routes(options.version, () => clock.now(), { maxInFlightPerOrganization: options.chatInFlightPerOrganization }),
     admin: adminRoutes(),
     trustedProxies: options.trustedProxies,
     ready: async () => {

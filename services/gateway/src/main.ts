@@ -5,6 +5,7 @@ import { Redis } from 'ioredis';
 import { z } from 'zod';
 import pkg from '../package.json' with { type: 'json' };
 import { RateLimits } from './application/rate-limits';
+import { GatewayLimitsConfigSchema } from './config';
 import { createGateway } from './gateway';
 import { HttpServerConfigSchema } from './transport/http-server';
 
@@ -19,6 +20,7 @@ const config = configFromEnv(
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
     ...HttpServerConfigSchema.shape,
+    ...GatewayLimitsConfigSchema.shape,
   }),
 );
 
@@ -36,6 +38,7 @@ const gateway = await createGateway({
   version: pkg.version,
   usageFlushMs: config.KEY_USAGE_FLUSH_MS,
   trustedProxies: config.TRUSTED_PROXIES,
+  chatInFlightPerOrganization: config.CHAT_MAX_IN_FLIGHT_PER_ORG,
 });
 const server = await gateway.listen(config.PORT, config.HOST, config);
 logger.info({ port: config.PORT }, 'gateway listening');

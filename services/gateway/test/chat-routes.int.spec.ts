@@ -53,7 +53,7 @@ beforeAll(async () => {
     logger,
     adminToken: 'admin-token-for-tests',
     version: '1.2.3',
-    v1: chatRoutes({ streamIdleTimeoutMs: 200 }),
+    v1: chatRoutes({ streamIdleTimeoutMs: 200, maxInFlightPerOrganization: 2 }),
     admin: [],
     ready: async () => {},
   });
@@ -139,5 +139,26 @@ describe('streamed completions through the gateway', () => {
     await vi.waitFor(() => expect(cancelled).toEqual([{ stream_to: subject }]));
     expect(subject).toMatch(/^chat\.streams\.[A-Za-z0-9]+$/);
     await subscription.stop();
+  });
+
+  it("refuses an organization's completions beyond its in-flight bound with 429, and takes them again once one ends", async () => {
+    script = () => {};
+    const first = await streamed();
+    const second = await streamed();
+    const refused = await streamed();
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(await refused.json()).toEqual({
+      error: {
+        type: 'rate_limit_error',
+        code: 'rate_limit_exceeded',
+        message: 'Rate limit exceeded (2 completions in flight per organization). Please retry in 1 seconds.',
+      },
+    });
+    // Both streams end (silent, they time out); then there is room again.
+    await Promise.all([first.text(), second.text()]);
+    const again = await streamed();
+    expect(again.status).toBe(200);
+    await again.text();
   });
 });

@@ -1,6 +1,6 @@
 import { ChatConfigSchema } from '@oc/chat';
 import { configurationProblems } from '@oc/contracts';
-import { HttpServerConfigSchema } from '@oc/gateway';
+import { GatewayLimitsConfigSchema, HttpServerConfigSchema } from '@oc/gateway';
 import { VideoConfigSchema } from '@oc/video';
 import { z } from 'zod';
 import { WebhookConfigSchema } from '@oc/webhook';
@@ -15,6 +15,7 @@ export const StandaloneConfigSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
   ...HttpServerConfigSchema.shape,
+  ...GatewayLimitsConfigSchema.shape,
   ...VideoConfigSchema.shape,
   ...ChatConfigSchema.shape,
   ...WebhookConfigSchema.shape,

@@ -87,6 +87,58 @@ async function stopProcess(child: ChildProcess) {
   await exited;
 }
 
+/** Waits for `/readyz`; if it never comes, stops the processes (left running, they would answer other runs). */
+async function untilReady(url: string, children: ChildProcess[]) {
+  await vi.waitFor(
+    async () => {
+      for (const c of children) if (c.exitCode !== null) throw new Error(`a service exited with ${c.exitCode}`);
+      const res = await fetch(`${url}/readyz`);
+      if (res.status !== 200) throw new Error(`not ready: ${res.status}`);
+    },
+    // Generous: every service process compiles its TypeScript at start, and CI machines have two cores.
+    { timeout: 120_000, interval: 200 },
+  ).catch(async (error: unknown) => {
+    await Promise.all(children.map(stopProcess));
+    throw error;
+  });
+}
+
+/**
+ * `pnpm start` as a child process on data of its own: a crash is a real SIGKILL of the whole service
+ * (`crash('standalone')`), and a test's own work (building large bodies, reading answers) does not share
+ * the service's event loop.
+ */
+export const standaloneProcess: Starter = async (env = {}) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'oc-process-'));
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const launch = { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_TOKEN, KEY_USAGE_FLUSH_MS: '100', ...env };
+  let child = spawnService('services/standalone/src/main.ts', launch);
+  await untilReady(url, [child]);
+  const service: RunningService = {
+    mode: 'embedded',
+    url,
+    adminToken: ADMIN_TOKEN,
+    async restart() {
+      await stopProcess(child);
+      child = spawnService('services/standalone/src/main.ts', launch);
+      await untilReady(url, [child]);
+    },
+    async crash() {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGKILL');
+      await exited;
+      child = spawnService('services/standalone/src/main.ts', launch);
+      await untilReady(url, [child]);
+    },
+    async stop() {
+      await stopProcess(child);
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+  return service;
+};
+
 /**
  * Gateway and billing as separate processes over the real NATS server, each with its own data. Services
  * share NATS subjects, so e2e files run one at a time (see vitest.config.ts).
@@ -111,20 +163,7 @@ export const distributed: Starter = async (env = {}) => {
       spawnService('services/video/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'video'), PUBLIC_BASE_URL: `http://127.0.0.1:${port}` }),
       spawnService('services/gateway/src/main.ts', { ...common, PORT: String(port), HOST: '127.0.0.1', ADMIN_TOKEN }),
     ];
-    const url = `http://127.0.0.1:${port}`;
-    await vi.waitFor(
-      async () => {
-        for (const c of children) if (c.exitCode !== null) throw new Error(`a service exited with ${c.exitCode}`);
-        const res = await fetch(`${url}/readyz`);
-        if (res.status !== 200) throw new Error(`not ready: ${res.status}`);
-      },
-      // Generous: every service process compiles its TypeScript at start, and CI machines have two cores.
-      { timeout: 120_000, interval: 200 },
-    ).catch(async (error: unknown) => {
-      // Nobody else will stop them: left running, they would answer other runs' requests on NATS.
-      await Promise.all(children.map(stopProcess));
-      throw error;
-    });
+    await untilReady(`http://127.0.0.1:${port}`, children);
   };
   await start();
   return {

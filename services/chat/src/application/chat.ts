@@ -114,15 +114,9 @@ export class ChatService {
     const sessionId = m.session_id ?? this.deps.ids.next('chat_');
     const history = startsSession ? [] : await this.history(m.org_id, sessionId);
     const position = m['x-theory-position'];
-    const conversation = trimToContext(
-      [
-        ...(position ? [{ role: 'system' as const, content: theoryInstruction(position) }] : []),
-        ...history,
-        ...m.messages,
-      ],
-      this.deps.pricing.contextTokens,
-      this.deps.tokenizer,
-    );
+    const messages = [...(position ? [{ role: 'system' as const, content: theoryInstruction(position) }] : []), ...history, ...m.messages];
+    const { contextTokens } = this.deps.pricing;
+    const conversation = trimToContext(messages, await this.deps.tokenizer.measure(messages.map((x) => x.content), contextTokens), contextTokens);
     const job = await this.reserve(
       this.deps.ids.next('chatcmpl_'),
       now,
@@ -170,9 +164,20 @@ export class ChatService {
   }
 
   async createCompletion(m: ChatMessageOf<'createCompletion'>): Promise<TextCompletion | { id: string; stream_to: string }> {
-    const prompts = (typeof m.prompt === 'string' ? [m.prompt] : m.prompt).map((prompt) => {
-      const messages = [{ role: 'user' as const, content: prompt }];
-      return { messages, promptTokens: conversationTokens(messages, this.deps.tokenizer) };
+    const texts = typeof m.prompt === 'string' ? [m.prompt] : m.prompt;
+    const { contextTokens } = this.deps.pricing;
+    const counts = await this.deps.tokenizer.measure(texts, contextTokens);
+    const prompts = texts.map((prompt, i) => {
+      const promptTokens = conversationTokens([counts[i]!]);
+      if (promptTokens >= contextTokens) {
+        throw new DomainError({
+          kind: 'InvalidState',
+          code: 'context_length_exceeded',
+          message: `A prompt needs at least ${promptTokens} tokens, more than the ${contextTokens}-token context allows.`,
+          param: 'prompt',
+        });
+      }
+      return { messages: [{ role: 'user' as const, content: prompt }], promptTokens };
     });
     const job = await this.reserve(this.deps.ids.next('cmpl_'), this.deps.clock.now(), m, prompts, m.max_tokens, 'Text completion');
     const completion = (choices: TextCompletion['choices'], usage?: Usage | null) => ({

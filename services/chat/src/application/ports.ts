@@ -1,5 +1,4 @@
 import type { ChatMessage, FinishReason, Usage } from '@oc/contracts';
-import type { ConversationCounter } from '../domain/context';
 
 /** What one upstream call is asked for; `maxTokens` is always set, since it bounds the reservation. */
 export interface GenerationRequest {
@@ -21,8 +20,10 @@ export interface ChatProvider {
   close?(): Promise<void>;
 }
 
-export interface Tokenizer extends ConversationCounter {
+export interface Tokenizer {
   count(text: string): number;
+  /** Tokens of each text; a text over `cap` tokens counts as `cap + 1`, how far over is not worked out. */
+  measure(texts: string[], cap: number): Promise<number[]>;
 }
 
 /** The billing service's reservations, in integer micro-USD; a refusal throws the 402 to pass on. */

@@ -24,18 +24,53 @@ import type { Route, RouteContext } from './routes';
 export interface ChatRouteOptions {
   /** Longest silence between two frames of a stream before the client is told it failed. */
   streamIdleTimeoutMs?: number;
+  /** Completions one organization may have running on this gateway at once (streams until they end). */
+  maxInFlightPerOrganization?: number;
 }
 
 /** Non-streamed completions are answered only once generated; this bounds the wait. */
 const COMPLETION_TIMEOUT_MS = 300_000;
 const DEFAULT_STREAM_IDLE_MS = 60_000;
+export const DEFAULT_CHAT_IN_FLIGHT_PER_ORGANIZATION = 64;
+
+/** Each organization's completions running on this gateway. */
+class InFlight {
+  private readonly counts = new Map<string, number>();
+  constructor(private readonly max: number) {}
+
+  enter(orgId: string): boolean {
+    const running = this.counts.get(orgId) ?? 0;
+    if (running >= this.max) return false;
+    this.counts.set(orgId, running + 1);
+    return true;
+  }
+
+  leave(orgId: string): void {
+    const running = this.counts.get(orgId)! - 1;
+    if (running === 0) this.counts.delete(orgId);
+    else this.counts.set(orgId, running);
+  }
+}
 
 /**
- * Chat and text completions. The gateway validates the body (400s), checks the day's token window
- * (429), and counts the tokens used once the answer is known, streamed or not.
+ * Chat and text completions. The gateway validates the body (400s), checks the day's token window and
+ * the organization's completions in flight (429s), and counts the tokens used once the answer is known,
+ * streamed or not. The in-flight bound keeps one organization's heaviest requests (a megabyte of prompt
+ * each) from queueing up in front of everyone else's.
  */
 export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
   const idleMs = options.streamIdleTimeoutMs ?? DEFAULT_STREAM_IDLE_MS;
+  const max = options.maxInFlightPerOrganization ?? DEFAULT_CHAT_IN_FLIGHT_PER_ORGANIZATION;
+  const inFlight = new InFlight(max);
+  const complete = async (ctx: RouteContext, subject: string, body: { stream: boolean }) => {
+    const orgId = ctx.principal.org_id;
+    if (!inFlight.enter(orgId)) throw rateLimited(1, `${max} completions in flight per organization`);
+    try {
+      return await completion(ctx, subject, body, idleMs);
+    } finally {
+      inFlight.leave(orgId);
+    }
+  };
   return [
     {
       method: 'POST',
@@ -47,8 +82,7 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
         request: CreateChatCompletionBody,
         response: ChatCompletionSchema,
       },
-      handle: (ctx) =>
-        complete(ctx, Subjects.chat.createChatCompletion, parseOrThrow(CreateChatCompletionBody, ctx.body, CHAT_VALIDATION_CODES), idleMs),
+      handle: (ctx) => complete(ctx, Subjects.chat.createChatCompletion, parseOrThrow(CreateChatCompletionBody, ctx.body, CHAT_VALIDATION_CODES)),
     },
     {
       method: 'GET',
@@ -78,12 +112,12 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
         request: CreateCompletionBody,
         response: TextCompletionSchema,
       },
-      handle: (ctx) => complete(ctx, Subjects.chat.createCompletion, parseOrThrow(CreateCompletionBody, ctx.body, CHAT_VALIDATION_CODES), idleMs),
+      handle: (ctx) => complete(ctx, Subjects.chat.createCompletion, parseOrThrow(CreateCompletionBody, ctx.body, CHAT_VALIDATION_CODES)),
     },
   ];
 }
 
-async function complete(
+async function completion(
   ctx: RouteContext,
   subject: string,
   body: { stream: boolean },

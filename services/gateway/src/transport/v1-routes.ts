@@ -1,11 +1,11 @@
 import { BalanceSchema, HealthSchema, Subjects } from '@oc/contracts';
-import { chatRoutes } from './chat-routes';
+import { type ChatRouteOptions, chatRoutes } from './chat-routes';
 import type { Route } from './routes';
 import { webhookRoutes } from './webhook-routes';
 import { videoRoutes } from './video-routes';
 
 /** The public `/v1` surface: health and account here; each service's routes come from its own file. */
-export function v1Routes(version: string, now: () => number): Route[] {
+export function v1Routes(version: string, now: () => number, chat: ChatRouteOptions = {}): Route[] {
   return [
     {
       method: 'GET',
@@ -22,7 +22,7 @@ export function v1Routes(version: string, now: () => number): Route[] {
       handle: ({ services, principal, headers }) =>
         services.request(Subjects.billing.getBalance, { org_id: principal.org_id }, { headers }),
     },
-    ...chatRoutes(),
+    ...chatRoutes(chat),
     ...videoRoutes(),
     ...webhookRoutes(),
   ];

@@ -1,0 +1,59 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clientFor } from './client';
+import { type RunningService, standaloneProcess } from './harness';
+
+/** Another organization's requests may wait this long at most (p99) while one floods chat with huge prompts. */
+const P99_BOUND_MS = 50;
+
+const percentile = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+};
+
+describe('fairness: one organization at its limits cannot stall another', () => {
+  let service: RunningService;
+  let api: ReturnType<typeof clientFor>;
+  beforeAll(async () => {
+    service = await standaloneProcess();
+    api = clientFor(service);
+  });
+  afterAll(() => service?.stop());
+
+  it(`keeps another organization's p99 under ${P99_BOUND_MS} ms while one sends megabyte prompts at its chat rate limit`, async () => {
+    // The probe's attacker: a standard organization holding 0.01 USD, a 1 MB message and max_tokens 1.
+    const heavy = await api.newCustomer({ credit: 0.01, scopes: ['chat:write'] });
+    const other = await api.newCustomer({ tier: 'enterprise', credit: 1, scopes: ['chat:read'], key: { rate_limit_per_minute: 2_000 } });
+    const body = JSON.stringify({ model: 'chat-2', max_tokens: 1, messages: [{ role: 'user', content: 'word '.repeat(200_000) }] });
+    const send = () =>
+      fetch(`${service.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${heavy.key}`, 'content-type': 'application/json' },
+        body,
+      }).then(async (res) => ({ status: res.status, body: (await res.json()) as { error?: { code?: string; type?: string } } }));
+
+    let flooding = true;
+    const latencies: number[] = [];
+    const probe = (async () => {
+      while (flooding) {
+        const started = performance.now();
+        const res = await fetch(`${service.url}/v1/account/balance`, { headers: { authorization: `Bearer ${other.key}` } });
+        await res.arrayBuffer();
+        latencies.push(performance.now() - started);
+        expect(res.status).toBe(200);
+      }
+    })();
+    // Standard tier: 60 chat requests a minute, sent as two bursts of 30.
+    const answers = [];
+    for (let burst = 0; burst < 2; burst++) answers.push(...(await Promise.all(Array.from({ length: 30 }, send))));
+    flooding = false;
+    await probe;
+
+    // Every heavy request is refused cheaply, in the spec's shape: too long, or too many at once.
+    for (const answer of answers) {
+      expect([400, 429]).toContain(answer.status);
+      expect(answer.body.error?.code).toMatch(/^(context_length_exceeded|rate_limit_exceeded)$/);
+    }
+    expect(latencies.length).toBeGreaterThan(20);
+    expect(percentile(latencies, 99)).toBeLessThan(P99_BOUND_MS);
+  }, 120_000);
+});
