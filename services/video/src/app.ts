@@ -74,7 +74,7 @@ async function objectStore(config: VideoConfig, dataDir: string): Promise<FileSt
   });
 }
 
-/** Builds the video service, catches its read model up, and resumes every unfinished job. */
+/** Builds the video service and catches its read model up; every unfinished job resumes once it listens. */
 export async function createVideo(runtime: VideoRuntime) {
   const { config, clock, logger } = runtime;
   const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, videoProjections, {
@@ -128,12 +128,16 @@ export async function createVideo(runtime: VideoRuntime) {
     prices: config.VIDEO_PRICES,
     timings,
   });
-  await jobs.resume();
   if (config.SIM_VIDEO_PRERENDER === '1') void renderer.prerender(undefined, (err) => logger.warn({ err }, 'rendering a clip ahead failed'));
   return {
     service,
     jobs,
     module: VideoModule.register(service, logger),
+    /** Unfinished jobs resume once billing can answer their settlements. */
+    listening: () => jobs.resume().then(
+      () => undefined,
+      (err: unknown) => logger.error({ err }, 'unfinished videos not resumed'),
+    ),
     async close() {
       await scheduler.close();
       await renderer.close();

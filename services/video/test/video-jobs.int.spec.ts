@@ -112,6 +112,7 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
       scheduler,
     });
     running = { video, scheduler };
+    await video.listening();
     return video;
   }
   /** Runs what is due, and what that makes due at the same instant. */
@@ -346,6 +347,7 @@ describe('video jobs on the simulator', () => {
       scheduler,
     });
     running = { video, scheduler };
+    await video.listening();
     return video;
   }
   const runDue = async () => {
