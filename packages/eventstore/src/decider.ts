@@ -60,6 +60,8 @@ interface Pending<State, Command, Event> {
 interface Batch {
   decider: Decider<unknown, unknown, DomainEvent>;
   pending: Array<Pending<unknown, unknown, DomainEvent>>;
+  /** The stream is named by a fresh id: decided on the initial state without reading it first. */
+  fresh: boolean;
 }
 
 /** Commands one append may carry, so that a burst on one stream commits in bounded transactions. */
@@ -95,6 +97,30 @@ export class CommandHandler {
     command: Command,
     metadata?: EventMetadata,
   ): Promise<HandleResult<State, Event>> {
+    return this.enqueue(streamName, decider, command, metadata, false);
+  }
+
+  /**
+   * As `handle`, for a stream its caller just named with a fresh id (a new completion, a new session): it is
+   * decided on the initial state without a read, and appended expecting no stream. Should the stream exist
+   * after all, the append conflicts and the command is decided again on what it holds.
+   */
+  handleNew<State, Command, Event extends DomainEvent>(
+    streamName: string,
+    decider: Decider<State, Command, Event>,
+    command: Command,
+    metadata?: EventMetadata,
+  ): Promise<HandleResult<State, Event>> {
+    return this.enqueue(streamName, decider, command, metadata, true);
+  }
+
+  private enqueue<State, Command, Event extends DomainEvent>(
+    streamName: string,
+    decider: Decider<State, Command, Event>,
+    command: Command,
+    metadata: EventMetadata | undefined,
+    fresh: boolean,
+  ): Promise<HandleResult<State, Event>> {
     return new Promise((resolve, reject) => {
       const pending = { command, metadata, resolve, reject } as Pending<unknown, unknown, DomainEvent>;
       const open = this.gathering.get(streamName);
@@ -102,7 +128,7 @@ export class CommandHandler {
         open.pending.push(pending);
         return;
       }
-      const batch: Batch = { decider: decider as Decider<unknown, unknown, DomainEvent>, pending: [pending] };
+      const batch: Batch = { decider: decider as Decider<unknown, unknown, DomainEvent>, pending: [pending], fresh };
       this.gathering.set(streamName, batch);
       void this.mutex.run(streamName, () => {
         if (this.gathering.get(streamName) === batch) this.gathering.delete(streamName);
@@ -111,12 +137,15 @@ export class CommandHandler {
     });
   }
 
-  private async run(streamName: string, { decider, pending }: Batch): Promise<void> {
+  private async run(streamName: string, { decider, pending, fresh }: Batch): Promise<void> {
     const maxAttempts = this.options.maxAttempts ?? 5;
     for (let attempt = 1; ; attempt++) {
       let outcomes: Array<{ state: unknown; events: DomainEvent[] } | { error: unknown }> = [];
       try {
-        const { state, revision } = await this.read(streamName, decider, attempt > 1);
+        const { state, revision } =
+          fresh && attempt === 1 && !this.states.has(streamName)
+            ? { state: decider.initialState(), revision: 'no_stream' as const }
+            : await this.read(streamName, decider, attempt > 1);
         let current = state;
         outcomes = pending.map(({ command }) => {
           try {

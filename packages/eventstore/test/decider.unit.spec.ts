@@ -132,6 +132,21 @@ describe('CommandHandler', () => {
     expect((await aggregateStream(store, 'counter-1', counter)).state).toEqual({ value: 5 });
   });
 
+  it('decides a command on a stream it is told is new without reading it, and still finds one that is not', async () => {
+    const handler = new CommandHandler(store);
+    const readStream = vi.spyOn(store, 'readStream');
+
+    expect(await handler.handleNew('counter-new', counter, { type: 'SetTo', value: 4 })).toMatchObject({ state: { value: 4 } });
+    expect(readStream).not.toHaveBeenCalled();
+
+    await store.appendToStream('counter-old', [{ type: 'Set', data: { value: 7 } }], { expectedRevision: 'no_stream' });
+    // Not new after all: the append conflicts, the stream is read, and the command decided on what it holds.
+    expect(await new CommandHandler(store).handleNew('counter-old', counter, { type: 'Increment', max: 8 })).toMatchObject({
+      state: { value: 8 },
+    });
+    expect((await store.readStream('counter-old')).map((e) => e.data)).toEqual([{ value: 7 }, { by: 1 }]);
+  });
+
   it('stamps the given event ids and metadata on appended events', async () => {
     const handler = new CommandHandler(store, { newEventId: () => 'event-1' });
     const metadata = { correlationId: 'corr-1', causationId: 'cmd-1' };

@@ -97,8 +97,12 @@ export class ChatService {
   private readonly streams = new Map<string, { abort: AbortController; done: Promise<void> }>();
   /** Paid completions this replica is running, which the sweep must leave alone. */
   private readonly running = new Set<string>();
+  /** Completions of this replica with an earlier deadline were started by an earlier process: it died. */
+  private readonly earlierProcessDeadline: number;
 
-  constructor(private readonly deps: ChatDeps) {}
+  constructor(private readonly deps: ChatDeps) {
+    this.earlierProcessDeadline = deps.clock.now() + deps.lifecycle.deadlineMs;
+  }
 
   private get sessions() {
     return this.deps.readModels.collection<ChatSessionDoc>(ChatCollections.sessions);
@@ -274,7 +278,7 @@ export class ChatService {
     const { replica, deadlineMs } = this.deps.lifecycle;
     this.running.add(id);
     try {
-      await this.completion(id, {
+      await this.deps.commands.handleNew(completionStream(id), completionDecider, {
         type: 'StartCompletion',
         completionId: id,
         orgId: request.org_id,
@@ -285,10 +289,12 @@ export class ChatService {
       });
       await this.deps.funds.reserve(request.org_id, id, reservedMicros, description, unixSeconds(now + deadlineMs + RESERVATION_GRACE_MS));
     } catch (error) {
-      // Refused, or no answer: whether funds are held is unknown, so release them to be sure.
-      await this.releaseAndSettle(job.caller.org_id, id, 'released').catch((err: unknown) =>
-        this.deps.logger.warn({ err, completionId: id }, 'reservation not settled; the sweep will'),
-      );
+      // Refused for funds, nothing is held; after any other failure that is unknown, so release to be sure.
+      const settled =
+        error instanceof ApiError && error.status === 402
+          ? this.settle(id, 'released', 0)
+          : this.releaseAndSettle(job.caller.org_id, id, 'released');
+      await settled.catch((err: unknown) => this.deps.logger.warn({ err, completionId: id }, 'reservation not settled; the sweep will'));
       throw error;
     }
     return job;
@@ -298,16 +304,26 @@ export class ChatService {
     await this.deps.commands.handle(completionStream(completionId), completionDecider, command);
   }
 
+  /** Records the completion settled; this replica no longer runs it, whether or not that was stored. */
+  private async settle(completionId: string, outcome: 'charged' | 'released' | 'interrupted', chargedMicros: number) {
+    try {
+      await this.completion(completionId, { type: 'SettleCompletion', completionId, outcome, chargedMicros });
+    } finally {
+      this.running.delete(completionId);
+    }
+  }
+
   /** Releases whatever billing holds for the completion (nothing, if it never reserved) and records it settled. */
   private async releaseAndSettle(orgId: string, completionId: string, outcome: 'released' | 'interrupted') {
     try {
       await this.deps.funds.release(orgId, completionId).catch((error: unknown) => {
         if (!(error instanceof ApiError && error.status === 404)) throw error;
       });
-      await this.completion(completionId, { type: 'SettleCompletion', completionId, outcome, chargedMicros: 0 });
-    } finally {
+    } catch (error) {
       this.running.delete(completionId);
+      throw error;
     }
+    await this.settle(completionId, outcome, 0);
   }
 
   /**
@@ -319,7 +335,7 @@ export class ChatService {
   async settleAbandoned(): Promise<number> {
     const overdue = this.deps.clock.now() - ABANDONED_AFTER_DEADLINE_MS;
     const [mine, stale] = await Promise.all([
-      this.openCompletions.find({ replica: this.deps.lifecycle.replica }, { limit: SWEEP_LIMIT }),
+      this.openCompletions.find({ replica: this.deps.lifecycle.replica, deadline: { $lt: this.earlierProcessDeadline } }, { limit: SWEEP_LIMIT }),
       this.openCompletions.find({ deadline: { $lt: overdue } }, { sort: { deadline: 1 }, limit: SWEEP_LIMIT }),
     ]);
     const abandoned = new Map([...mine, ...stale].filter((doc) => !this.running.has(doc._id)).map((doc) => [doc._id, doc]));
@@ -347,10 +363,11 @@ export class ChatService {
       const charged = chargeMicros(outcome.usage, this.deps.pricing.microsPer1kTokens, job.reservedMicros);
       try {
         await this.deps.funds.capture(job.caller.org_id, job.id, charged);
-        await this.completion(job.id, { type: 'SettleCompletion', completionId: job.id, outcome: 'charged', chargedMicros: charged });
-      } finally {
+      } catch (error) {
         this.running.delete(job.id);
+        throw error;
       }
+      await this.settle(job.id, 'charged', charged);
     }
     return outcome;
   }
@@ -440,8 +457,8 @@ export class ChatService {
       ...x.sent.map((m) => ({ role: m.role, content: m.content, created_at: sentAt })),
       { role: 'assistant', content: x.reply, created_at: unixSeconds(this.deps.clock.now()) },
     ];
-    await this.deps.commands.handle(sessionStream(x.sessionId), sessionDecider, {
-      type: 'RecordExchange',
+    const command = {
+      type: 'RecordExchange' as const,
       sessionId: x.sessionId,
       orgId: x.job.caller.org_id,
       startsSession: x.startsSession,
@@ -449,6 +466,10 @@ export class ChatService {
       messages,
       usage: x.usage,
       now: sentAt,
-    });
+    };
+    const stream = sessionStream(x.sessionId);
+    const { commands } = this.deps;
+    // A session opened by this exchange has a fresh id: nothing to read first.
+    await (x.startsSession ? commands.handleNew(stream, sessionDecider, command) : commands.handle(stream, sessionDecider, command));
   }
 }

@@ -24,5 +24,5 @@ export interface OpenCompletionDoc {
 /** An organization's sessions, newest first; open completions by replica, and by deadline. */
 export const chatCollections: CollectionSpec[] = [
   { name: ChatCollections.sessions, indexes: [['org_id', 'created_at']] },
-  { name: ChatCollections.openCompletions, indexes: [['replica'], ['deadline']] },
+  { name: ChatCollections.openCompletions, indexes: [['replica', 'deadline'], ['deadline']] },
 ];
