@@ -65,7 +65,7 @@ export async function createGateway(options: GatewayOptions) {
     authenticator,
     usage,
     listen(port: number, host = '0.0.0.0', limits: HttpServerConfig = HttpServerConfigSchema.parse({})): Promise<Server> {
-      return listenHttp(app, port, host, limits);
+      return listenHttp(app, port, host, limits, options.trustedProxies);
     },
     async close() {
       clearInterval(timer);

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import type { Server } from 'node:http';
 import { brotliCompressSync, gzipSync } from 'node:zlib';
-import { type AddressInfo, connect } from 'node:net';
+import { type AddressInfo, connect, type Socket } from 'node:net';
 import { createBilling } from '@oc/billing';
 import { ManualClock, randomIds, Subjects, unwrap, type CreatedApiKey } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
@@ -205,6 +205,7 @@ describe('gateway: malformed input never causes a 5xx', () => {
         HTTP_HEADERS_TIMEOUT_MS: 200,
         HTTP_REQUEST_TIMEOUT_MS: 400,
         HTTP_KEEP_ALIVE_TIMEOUT_MS: 5_000,
+        HTTP_MAX_CONNECTIONS_PER_ADDRESS: 256,
       });
       const at = (request: string) => raw(request, (slow.address() as AddressInfo).port, false);
       const { key } = await newKey({ scopes: ['video:read'] });
@@ -219,6 +220,48 @@ describe('gateway: malformed input never causes a 5xx', () => {
         }
       } finally {
         slow.close();
+      }
+    });
+
+    it('refuses a client address its connections beyond the cap with 429, and takes them again once one closes', async () => {
+      const capped = await listenHttp(gatewayApp, 0, '127.0.0.1', { ...HttpServerConfigSchema.parse({}), HTTP_MAX_CONNECTIONS_PER_ADDRESS: 2 });
+      const port = (capped.address() as AddressInfo).port;
+      const held = await Promise.all([0, 1].map(() => new Promise<Socket>((resolve) => {
+        const socket = connect(port, '127.0.0.1', () => resolve(socket));
+      })));
+      try {
+        const refused = await raw('GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n', port, false);
+        expect(refused.split('\r\n')[0]).toBe('HTTP/1.1 429 Too Many Requests');
+        expect(JSON.parse(refused.slice(refused.indexOf('\r\n\r\n') + 4))).toMatchObject({
+          error: { type: 'rate_limit_error', code: 'rate_limit_exceeded' },
+        });
+        await new Promise((resolve) => {
+          held[0]!.once('close', resolve);
+          held[0]!.destroy();
+        });
+        await vi.waitFor(async () => {
+          const answer = await raw('GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', port);
+          // Served (no key here, so 401), not refused at the door.
+          expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 401 Unauthorized');
+        });
+      } finally {
+        for (const socket of held) socket.destroy();
+        capped.close();
+      }
+    });
+
+    it('exempts the load balancers named in TRUSTED_PROXIES from the connection cap', async () => {
+      const capped = await listenHttp(gatewayApp, 0, '127.0.0.1', { ...HttpServerConfigSchema.parse({}), HTTP_MAX_CONNECTIONS_PER_ADDRESS: 1 }, ['loopback']);
+      const port = (capped.address() as AddressInfo).port;
+      const held = await new Promise<Socket>((resolve) => {
+        const socket = connect(port, '127.0.0.1', () => resolve(socket));
+      });
+      try {
+        const answer = await raw('GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', port);
+        expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 401 Unauthorized');
+      } finally {
+        held.destroy();
+        capped.close();
       }
     });
 

@@ -1,4 +1,7 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
+import type { Socket } from 'node:net';
+import { rateLimited } from '@oc/contracts';
+import proxyAddr from 'proxy-addr';
 import { z } from 'zod';
 import { answerClientErrors } from './http';
 
@@ -15,6 +18,8 @@ export const HttpServerConfigSchema = z.object({
   HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   /** An idle keep-alive connection is closed after this. */
   HTTP_KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().positive().default(5_000),
+  /** Connections one client address may hold open at once; the load balancers in TRUSTED_PROXIES are exempt. */
+  HTTP_MAX_CONNECTIONS_PER_ADDRESS: z.coerce.number().int().positive().default(256),
   /** Comma-separated addresses or CIDRs of the load balancers whose `X-Forwarded-For` names the client. */
   TRUSTED_PROXIES: z
     .string()
@@ -23,8 +28,17 @@ export const HttpServerConfigSchema = z.object({
 });
 export type HttpServerConfig = Omit<z.infer<typeof HttpServerConfigSchema>, 'TRUSTED_PROXIES'>;
 
-/** The gateway's HTTP server: refusals in the spec's shape (408 when a request is too slow), bounded waits. */
-export function listenHttp(listener: RequestListener, port: number, host: string, limits: HttpServerConfig): Promise<Server> {
+/**
+ * The gateway's HTTP server: refusals in the spec's shape (408 when a request is too slow, 429 to a client
+ * address holding too many connections), bounded waits.
+ */
+export function listenHttp(
+  listener: RequestListener,
+  port: number,
+  host: string,
+  limits: HttpServerConfig,
+  trustedProxies: readonly string[] = [],
+): Promise<Server> {
   const server = createServer(
     {
       // Node refuses a headers timeout longer than the request timeout.
@@ -36,11 +50,40 @@ export function listenHttp(listener: RequestListener, port: number, host: string
   );
   server.keepAliveTimeout = limits.HTTP_KEEP_ALIVE_TIMEOUT_MS;
   answerClientErrors(server);
+  capConnectionsPerAddress(server, limits.HTTP_MAX_CONNECTIONS_PER_ADDRESS, trustedProxies);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
       server.off('error', reject);
       resolve(server);
+    });
+  });
+}
+
+/**
+ * One address holding more than `max` connections (idle sockets, slow uploads) is refused the next one with
+ * a 429 in the spec's shape, and the connection closed. A load balancer carries every client's connections,
+ * so the addresses in TRUSTED_PROXIES are not counted.
+ */
+function capConnectionsPerAddress(server: Server, max: number, trustedProxies: readonly string[]): void {
+  const trusted = proxyAddr.compile([...trustedProxies]);
+  const open = new Map<string, number>();
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress;
+    if (address === undefined || trusted(address, 0)) return;
+    const count = (open.get(address) ?? 0) + 1;
+    if (count > max) {
+      const json = JSON.stringify(rateLimited(1, `${max} connections per client address`).toBody());
+      socket.end(
+        `HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n${json}`,
+      );
+      return;
+    }
+    open.set(address, count);
+    socket.once('close', () => {
+      const left = open.get(address)! - 1;
+      if (left === 0) open.delete(address);
+      else open.set(address, left);
     });
   });
 }
