@@ -1,8 +1,11 @@
 import { z } from 'zod';
 import { DEFAULT_CHAT_IN_FLIGHT_PER_ORGANIZATION } from './transport/chat-routes';
+import { DEFAULT_AUTH_FAILURES_PER_MINUTE } from './domain/limits';
 
 /** The gateway's limits beyond HTTP's, shared by its own process and the standalone one (README's table). */
 export const GatewayLimitsConfigSchema = z.object({
   /** Completions one organization may have running at once on one gateway; more are refused with 429. */
   CHAT_MAX_IN_FLIGHT_PER_ORG: z.coerce.number().int().positive().default(DEFAULT_CHAT_IN_FLIGHT_PER_ORGANIZATION),
+  /** Failed authentications one client address may make per minute before it is answered 429 without a key lookup. */
+  AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(DEFAULT_AUTH_FAILURES_PER_MINUTE),
 });

@@ -23,6 +23,8 @@ export interface GatewayOptions {
   trustedProxies?: string[];
   /** See `CHAT_MAX_IN_FLIGHT_PER_ORG`. */
   chatInFlightPerOrganization?: number;
+  /** See `AUTH_FAILURES_PER_MINUTE`. */
+  authFailuresPerMinute?: number;
 }
 
 /** The gateway's composition: routes, key cache kept fresh by billing's broadcasts, usage reporting. */
@@ -52,6 +54,7 @@ export async function createGateway(options: GatewayOptions) {
     v1: v1Routes(options.version, () => clock.now(), { maxInFlightPerOrganization: options.chatInFlightPerOrganization }),
     admin: adminRoutes(),
     trustedProxies: options.trustedProxies,
+    anonymousPerMinute: options.authFailuresPerMinute,
     ready: async () => {
       await services.ping();
       unwrap(await services.request(Subjects.billing.ping, {}, { timeoutMs: 2_000 }));

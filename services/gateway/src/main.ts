@@ -39,6 +39,7 @@ const gateway = await createGateway({
   usageFlushMs: config.KEY_USAGE_FLUSH_MS,
   trustedProxies: config.TRUSTED_PROXIES,
   chatInFlightPerOrganization: config.CHAT_MAX_IN_FLIGHT_PER_ORG,
+  authFailuresPerMinute: config.AUTH_FAILURES_PER_MINUTE,
 });
 const server = await gateway.listen(config.PORT, config.HOST, config);
 logger.info({ port: config.PORT }, 'gateway listening');

@@ -85,6 +85,7 @@ export async function startStandalone(options: StandaloneOptions) {
     usageFlushMs: config.KEY_USAGE_FLUSH_MS,
     trustedProxies: config.TRUSTED_PROXIES,
     chatInFlightPerOrganization: config.CHAT_MAX_IN_FLIGHT_PER_ORG,
+    authFailuresPerMinute: config.AUTH_FAILURES_PER_MINUTE,
   });
   // The gateway listens first, so that by default video URLs point at the address it actually got; it is
   // ready once the services below answer its pings.

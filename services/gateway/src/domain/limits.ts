@@ -40,6 +40,9 @@ export function chatTokenWindow(principal: KeyPrincipal): LimitWindow {
   };
 }
 
+/** Failed authentications per client address per minute, unless `AUTH_FAILURES_PER_MINUTE` says otherwise. */
+export const DEFAULT_AUTH_FAILURES_PER_MINUTE = 60;
+
 /** Requests that fail authentication are counted per client address, so key guessing is throttled too. */
 export function anonymousWindow(address: string, pointsPerMinute: number): LimitWindow {
   return { name: 'anonymous_minute', subject: address, points: pointsPerMinute, durationSeconds: MINUTE };

@@ -21,7 +21,7 @@ import type { Logger } from 'pino';
 import type { KeyAuthenticator } from '../application/authenticator';
 import type { KeyUsageRecorder } from '../application/key-usage';
 import type { RateLimits, RateLimitState } from '../application/rate-limits';
-import { anonymousWindow, requestWindows } from '../domain/limits';
+import { anonymousWindow, DEFAULT_AUTH_FAILURES_PER_MINUTE, requestWindows } from '../domain/limits';
 import { openApiDocument } from './openapi';
 import { compile, match, type Route, type RouteContext } from './routes';
 
@@ -40,7 +40,7 @@ export interface GatewayDeps {
   version: string;
   v1: Route[];
   admin: Route<'admin'>[];
-  /** Per client address, for requests that fail authentication. */
+  /** Per client address, for requests that fail authentication (`AUTH_FAILURES_PER_MINUTE`). */
   anonymousPerMinute?: number;
   /**
    * Addresses or CIDRs of the load balancers in front (`TRUSTED_PROXIES`): only a request from one of them
@@ -88,7 +88,7 @@ export function createGatewayApp(deps: GatewayDeps) {
   app.use('/v1', async (req, res) => {
     const path = `/v1${req.path}`;
     let principal: KeyPrincipal;
-    const anonymous = () => anonymousWindow(req.ip ?? req.socket.remoteAddress ?? 'unknown', deps.anonymousPerMinute ?? 60);
+    const anonymous = () => anonymousWindow(req.ip ?? req.socket.remoteAddress ?? 'unknown', deps.anonymousPerMinute ?? DEFAULT_AUTH_FAILURES_PER_MINUTE);
     try {
       principal = await deps.authenticator.authenticate(req.headers.authorization, async () => {
         // An address that has spent its failed-authentication window gets no lookup for a key it may have made up.

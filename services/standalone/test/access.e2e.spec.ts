@@ -1,0 +1,188 @@
+/**
+ * Access, generated from the gateway's route table so that a new endpoint is covered without editing
+ * this file: every endpoint × every scope (403 exactly when the key lacks the route's scope), every
+ * endpoint without credentials or with the wrong kind of credential (401), and every id an endpoint takes
+ * (in its path or body) tried by another organization (404, as if it did not exist).
+ */
+import { SCOPES } from '@oc/contracts';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { adminRoutes } from '../../gateway/src/transport/admin-routes';
+import type { Route } from '../../gateway/src/transport/routes';
+import { v1Routes } from '../../gateway/src/transport/v1-routes';
+import { httpReceiver, type Receiver } from '../../webhook/test/support';
+import { clientFor } from './client';
+import { embedded, type RunningService } from './harness';
+
+const publicRoutes = v1Routes('test', Date.now) as Route<unknown>[];
+const operatorRoutes = adminRoutes() as Route<unknown>[];
+const label = (route: Route<unknown>) => `${route.method} ${route.path}`;
+
+/** The spec's scope table (Authentication, 4), word for word; the other routes' scopes are ours (README). */
+const SPEC_SCOPES: Record<string, string> = {
+  'GET /v1/videos': 'video:read',
+  'GET /v1/videos/:id': 'video:read',
+  'POST /v1/videos': 'video:write',
+  'POST /v1/videos/:id/remix': 'video:write',
+  'DELETE /v1/videos/:id': 'video:delete',
+  'GET /v1/chat/completions': 'chat:read',
+  'GET /v1/chat/completions/:id': 'chat:read',
+  'POST /v1/chat/completions': 'chat:write',
+  'POST /v1/completions': 'text:write',
+  'GET /v1/webhooks': 'webhook:read',
+  'GET /v1/webhooks/:webhook_id': 'webhook:read',
+  'POST /v1/webhooks': 'webhook:write',
+  'PATCH /v1/webhooks/:webhook_id': 'webhook:write',
+  'DELETE /v1/webhooks/:webhook_id': 'webhook:delete',
+};
+
+/** A body each endpoint accepts, so that a refusal can only be about who is asking. */
+const VALID_BODIES: Record<string, unknown> = {
+  'POST /v1/videos/:id/remix': { prompt: 'The same boat, at night' },
+  'PATCH /v1/webhooks/:webhook_id': { description: 'renamed' },
+  'POST /v1/webhooks/:webhook_id/recover': { since: 0 },
+};
+const bodyFor = (route: Route<unknown>) => (route.method === 'GET' || route.method === 'DELETE' ? undefined : (VALID_BODIES[label(route)] ?? {}));
+
+describe('access, from the route table', () => {
+  let service: RunningService;
+  let api: ReturnType<typeof clientFor>;
+  let receiver: Receiver;
+  /** One key per scope, each holding that scope alone, in one organization. */
+  const keyWith = new Map<string, string>();
+  let owner: { orgId: string; key: string };
+  let stranger: { orgId: string; key: string };
+  const owned = { video: '', session: '', webhook: '', delivery: '' };
+
+  /** The embedded clock is the test's: each poll moves it so the simulated video finishes. */
+  const eventually = <T>(probe: () => Promise<T>) =>
+    vi.waitFor(
+      async () => {
+        service.clock?.advance(200);
+        return probe();
+      },
+      { timeout: 20_000, interval: 50 },
+    );
+
+  /** Fills a route's path with ids that exist, in the owner's organization. */
+  function pathFor(route: Route<unknown>, ids: typeof owned): string {
+    return route.path.replace(/:([a-z_]+)/g, (_, name: string) => {
+      if (name === 'webhook_id') return ids.webhook;
+      if (name === 'delivery_id') return ids.delivery;
+      if (name === 'id' && route.path.startsWith('/v1/videos/')) return ids.video;
+      if (name === 'id' && route.path.startsWith('/v1/chat/completions/')) return ids.session;
+      throw new Error(`No fixture for :${name} in ${label(route)}: add one so that cross-organization access to it is tested.`);
+    });
+  }
+
+  beforeAll(async () => {
+    receiver = await httpReceiver();
+    // Every route is tried three times without a valid key: more than one address's default failure window.
+    service = await embedded({ AUTH_FAILURES_PER_MINUTE: '10000', SIM_VIDEO_DURATION_MS: '1000', SIM_VIDEO_POLL_MS: '100', WEBHOOK_MODE: 'development', WEBHOOK_ALLOW_PRIVATE: '1' });
+    api = clientFor(service);
+    const generous = { rate_limit_per_minute: 100_000 };
+    const scoped = await api.newCustomer({ tier: 'enterprise', scopes: [SCOPES[0]], key: generous });
+    for (const scope of SCOPES) {
+      const key = await api.admin('POST', `/organizations/${scoped.orgId}/keys`, { name: scope, scopes: [scope], ...generous });
+      keyWith.set(scope, key.body.key);
+    }
+    owner = await api.newCustomer({ tier: 'enterprise', credit: 20, scopes: [...SCOPES], key: generous });
+    stranger = await api.newCustomer({ tier: 'enterprise', credit: 20, scopes: [...SCOPES], key: generous });
+
+    const as = (method: string, path: string, body?: unknown) => api.call(method, path, { token: owner.key, ...(body ? { body } : {}) });
+    const video = await as('POST', '/v1/videos', { model: 'video-2', prompt: 'A paper boat', seconds: '4', size: '1280x720' });
+    owned.video = video.body.id;
+    owned.session = (await as('POST', '/v1/chat/completions', { model: 'chat-2', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 })).body.session_id;
+    owned.webhook = (await as('POST', '/v1/webhooks', { url: receiver.url, events: ['video.completed'] })).body.id;
+    await eventually(async () => expect((await as('GET', `/v1/videos/${owned.video}`)).body.status).toBe('completed'));
+    // The video's completion is delivered to the webhook: that delivery is the fixture for its routes.
+    owned.delivery = await eventually(async () => {
+      const log = await as('GET', `/v1/webhooks/${owned.webhook}/deliveries`);
+      expect(log.body.data).toHaveLength(1);
+      return log.body.data[0].delivery_id as string;
+    });
+    for (const [name, id] of Object.entries(owned)) expect(id, name).toEqual(expect.any(String));
+  }, 60_000);
+  afterAll(async () => {
+    await service?.stop();
+    await receiver?.close();
+  });
+
+  it("declares the spec's scope for every endpoint the spec names, and every scope is needed by some route", () => {
+    const declared = Object.fromEntries(publicRoutes.map((route) => [label(route), route.scope]));
+    for (const [endpoint, scope] of Object.entries(SPEC_SCOPES)) expect(declared[endpoint], endpoint).toBe(scope);
+    const needed = new Set(publicRoutes.map((r) => r.scope).filter(Boolean));
+    expect([...needed].sort()).toEqual([...SCOPES].sort());
+  });
+
+  describe.each(publicRoutes.map((route) => [label(route), route] as const))('%s', (_name, route) => {
+    // Ids that exist nowhere: a scope check must not depend on what the id names.
+    const path = route.path.replace(/:([a-z_]+)/g, (_, name: string) => `${name}_doesnotexist`);
+
+    it(`answers each single-scope key: ${route.scope ? `403 unless it holds ${route.scope}` : 'never 403'}`, async () => {
+      for (const scope of SCOPES) {
+        const res = await api.call(route.method, path, { token: keyWith.get(scope)!, body: bodyFor(route) });
+        if (route.scope && scope !== route.scope) {
+          expect(res.status, scope).toBe(403);
+          expect(res.body.error, scope).toMatchObject({
+            type: 'permission_error',
+            code: 'insufficient_scope',
+            message: expect.stringContaining(route.scope),
+          });
+        } else {
+          expect([401, 403], scope).not.toContain(res.status);
+        }
+      }
+    });
+
+    it('answers 401 without a key, with a made-up key, and with the admin token', async () => {
+      for (const token of [null, 'sk-live-madeup0000000000000000000000', service.adminToken]) {
+        const res = await api.call(route.method, path, { token, body: bodyFor(route) });
+        expect(res.status, String(token)).toBe(401);
+        expect(res.body.error).toMatchObject({ type: 'authentication_error', code: expect.any(String) });
+      }
+    });
+  });
+
+  describe.each(operatorRoutes.map((route) => [label(route), route] as const))('%s', (_name, route) => {
+    it('answers 401 to an API key holding every scope, and to no credential', async () => {
+      const path = route.path.replace(/:([a-z_]+)/g, () => owner.orgId);
+      for (const token of [owner.key, null]) {
+        const res = await api.call(route.method, path, { token, body: bodyFor(route) });
+        expect(res.status).toBe(401);
+        expect(res.body.error.type).toBe('authentication_error');
+      }
+    });
+  });
+
+  it("never lists another organization's resources, and a session id in a body is refused with 404", async () => {
+    const continued = await api.call('POST', '/v1/chat/completions', {
+      token: stranger.key,
+      body: { model: 'chat-2', session_id: owned.session, messages: [{ role: 'user', content: 'And then?' }], max_tokens: 8 },
+    });
+    expect(continued.status).toBe(404);
+    for (const route of publicRoutes.filter((r) => r.method === 'GET' && !r.path.includes(':'))) {
+      const res = await api.call('GET', route.path, { token: stranger.key });
+      expect(res.status, label(route)).toBe(200);
+      const text = JSON.stringify(res.body);
+      for (const id of Object.values(owned)) expect(text, label(route)).not.toContain(id);
+      expect(text, label(route)).not.toContain(owner.orgId);
+    }
+  });
+
+  const withIds = publicRoutes.filter((route) => route.path.includes(':'));
+  // Deletions go last so that every other route still finds what it names when the owner calls it.
+  const ownerOrder = [...withIds].sort((a, b) => Number(a.method === 'DELETE') - Number(b.method === 'DELETE'));
+
+  it('answers 404 to another organization for every id-taking route, and the owner finds the same ids', async () => {
+    for (const route of withIds) {
+      const res = await api.call(route.method, pathFor(route, owned), { token: stranger.key, body: bodyFor(route) });
+      expect(res.status, label(route)).toBe(404);
+      expect(res.body.error.type, label(route)).toBe('invalid_request_error');
+    }
+    for (const route of ownerOrder) {
+      const res = await api.call(route.method, pathFor(route, owned), { token: owner.key, body: bodyFor(route) });
+      expect([401, 403, 404], `${label(route)} as the owner: ${JSON.stringify(res.body).slice(0, 200)}`).not.toContain(res.status);
+    }
+  });
+
+});
