@@ -89,6 +89,16 @@ export type CreatedWebhook = z.infer<typeof CreatedWebhookSchema>;
 export const WebhookSummarySchema = WebhookSchema.pick({ id: true, object: true, url: true, events: true, is_active: true, created: true });
 export const WebhookListSchema = listOf(WebhookSummarySchema);
 
+export const DeletedWebhookSchema = z.object({ id: z.string(), object: z.literal('webhook'), deleted: z.literal(true) });
+
+export const WebhookRecoverySchema = z.object({
+  object: z.literal('webhook_recovery'),
+  webhook_id: z.string(),
+  since: z.int(),
+  /** Failed deliveries queued again. */
+  requeued: z.int(),
+});
+
 export const RotatedSecretSchema = z.object({
   id: z.string(),
   object: z.literal('webhook_secret'),

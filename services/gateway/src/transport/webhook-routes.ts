@@ -1,11 +1,21 @@
 import {
+  CreatedWebhookSchema,
   CreateWebhookBody,
+  DeletedWebhookSchema,
   DeliveriesQuery,
+  DeliveryAttemptSchema,
+  DeliverySchema,
+  listOf,
   parseOrThrow,
   RecoverWebhookBody,
+  RotatedSecretSchema,
   Subjects,
+  TestDeliveryResultSchema,
   TestWebhookBody,
   UpdateWebhookBody,
+  WebhookListSchema,
+  WebhookRecoverySchema,
+  WebhookSchema,
   WebhookValidationCodes,
 } from '@oc/contracts';
 import type { Route } from './routes';
@@ -24,6 +34,7 @@ export function webhookRoutes(): Route[] {
       method: 'POST',
       path: '/v1/webhooks',
       scope: 'webhook:write',
+      doc: { summary: 'Register a webhook endpoint (its signing secret is shown once)', request: CreateWebhookBody, response: CreatedWebhookSchema },
       handle: ({ services, principal, body, headers }) =>
         services.request(
           Subjects.webhook.create,
@@ -35,12 +46,14 @@ export function webhookRoutes(): Route[] {
       method: 'GET',
       path: '/v1/webhooks',
       scope: 'webhook:read',
+      doc: { summary: "List the organization's webhooks", response: WebhookListSchema },
       handle: ({ services, principal, headers }) => services.request(Subjects.webhook.list, { org_id: principal.org_id }, { headers }),
     },
     {
       method: 'GET',
       path: one,
       scope: 'webhook:read',
+      doc: { summary: 'Retrieve a webhook', response: WebhookSchema },
       handle: ({ services, principal, params, headers }) =>
         services.request(Subjects.webhook.get, { org_id: principal.org_id, webhook_id: params.webhook_id }, { headers }),
     },
@@ -48,6 +61,7 @@ export function webhookRoutes(): Route[] {
       method: 'PATCH',
       path: one,
       scope: 'webhook:write',
+      doc: { summary: 'Change a webhook (URL, events, description, active state)', request: UpdateWebhookBody, response: WebhookSchema },
       handle: ({ services, principal, params, body, headers }) =>
         services.request(
           Subjects.webhook.update,
@@ -63,6 +77,7 @@ export function webhookRoutes(): Route[] {
       method: 'DELETE',
       path: one,
       scope: 'webhook:delete',
+      doc: { summary: 'Delete a webhook', response: DeletedWebhookSchema },
       handle: ({ services, principal, params, headers }) =>
         services.request(Subjects.webhook.delete, { org_id: principal.org_id, webhook_id: params.webhook_id }, { headers }),
     },
@@ -70,6 +85,7 @@ export function webhookRoutes(): Route[] {
       method: 'POST',
       path: `${one}/test`,
       scope: 'webhook:write',
+      doc: { summary: 'Send a test event now and report what the endpoint answered', request: TestWebhookBody, response: TestDeliveryResultSchema },
       handle: ({ services, principal, params, body, headers }) =>
         services.request(
           Subjects.webhook.test,
@@ -81,6 +97,7 @@ export function webhookRoutes(): Route[] {
       method: 'POST',
       path: `${one}/rotate-secret`,
       scope: 'webhook:write',
+      doc: { summary: 'Issue a new signing secret; the previous one also signs until previous_secret_expires_at', response: RotatedSecretSchema },
       handle: ({ services, principal, params, headers }) =>
         services.request(Subjects.webhook.rotateSecret, { org_id: principal.org_id, webhook_id: params.webhook_id }, { headers }),
     },
@@ -88,6 +105,7 @@ export function webhookRoutes(): Route[] {
       method: 'GET',
       path: `${one}/deliveries`,
       scope: 'webhook:read',
+      doc: { summary: 'The delivery log, newest attempt first', query: DeliveriesQuery, response: listOf(DeliveryAttemptSchema) },
       handle: ({ services, principal, params, query, headers }) =>
         services.request(
           Subjects.webhook.listDeliveries,
@@ -99,6 +117,7 @@ export function webhookRoutes(): Route[] {
       method: 'POST',
       path: `${one}/deliveries/:delivery_id/retry`,
       scope: 'webhook:write',
+      doc: { summary: 'Send a failed delivery again now', response: DeliverySchema },
       handle: ({ services, principal, params, headers }) =>
         services.request(
           Subjects.webhook.retryDelivery,
@@ -110,6 +129,7 @@ export function webhookRoutes(): Route[] {
       method: 'POST',
       path: `${one}/recover`,
       scope: 'webhook:write',
+      doc: { summary: 'Queue again every failed delivery since a time', request: RecoverWebhookBody, response: WebhookRecoverySchema },
       handle: ({ services, principal, params, body, headers }) =>
         services.request(
           Subjects.webhook.recover,
