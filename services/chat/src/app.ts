@@ -59,7 +59,10 @@ export async function createChat(runtime: ChatRuntime) {
   });
   await projections.start();
   const simulator = new SimulatorProvider({ tokenizer: gptTokenizer, wordDelayMs: runtime.simulatorWordDelayMs });
-  const provider: ChatProvider = runtime.upstream.kind === 'openai' ? new OpenAiCompatibleProvider(runtime.upstream) : simulator;
+  const provider: ChatProvider = 
+    runtime.upstream.kind === 'openai'
+      ? new OpenAiCompatibleProvider({ ...runtime.upstream, onUpstreamError: (detail) => runtime.logger.warn({ detail }, 'chat upstream failed') })
+      : simulator;
   const commands = new CommandHandler(runtime.eventStore);
   const service = new ChatService({
     eventStore: runtime.eventStore,

@@ -17,9 +17,17 @@ describe('OpenAI-compatible upstream', () => {
     stop: ['END'],
   };
 
+  const operatorLog: string[] = [];
+
   beforeAll(async () => {
     upstream = await startFakeUpstream();
-    provider = new OpenAiCompatibleProvider({ baseUrl: upstream.baseUrl, apiKey: 'sk-upstream', model: 'llama-3.1-8b', timeoutMs: 5_000 });
+    provider = new OpenAiCompatibleProvider({
+      baseUrl: upstream.baseUrl,
+      apiKey: 'sk-upstream',
+      model: 'llama-3.1-8b',
+      timeoutMs: 5_000,
+      onUpstreamError: (detail) => operatorLog.push(detail),
+    });
   });
   afterAll(() => upstream.close());
   beforeEach(() => {
@@ -84,14 +92,21 @@ describe('OpenAI-compatible upstream', () => {
   });
 
   it.each([
-    ['an error status', () => (upstream.failWith = 500), /answered 500/],
-    ['an error event mid-stream', () => (upstream.script = [{ content: 'Hel' }, { error: 'model overloaded' }]), /model overloaded/],
+    ['an error status', () => (upstream.failWith = 500), /^The upstream model answered 500\.$/],
+    ['an error event mid-stream', () => (upstream.script = [{ content: 'Hel' }, { error: 'model overloaded' }]), /^The upstream model failed while answering\.$/],
     ['a dropped connection mid-stream', () => (upstream.script = [{ content: 'Hel' }, { drop: true }]), /could not be reached/],
   ])('turns %s into a retryable 503', async (_, arrange, message) => {
     arrange();
     const failure = await collect().catch((error: unknown) => error);
     expect(failure).toBeInstanceOf(ApiError);
     expect(failure).toMatchObject({ status: 503, type: 'service_unavailable_error', code: 'upstream_error', message: expect.stringMatching(message) });
+  });
+
+  it("tells the operator what the upstream said and the customer only that it failed (it may name our upstream account)", async () => {
+    upstream.script = [{ content: 'Hel' }, { error: 'quota of org-upstream-123 exceeded' }];
+    const failure = await collect().catch((error: unknown) => error);
+    expect(JSON.stringify((failure as ApiError).toBody())).not.toContain('org-upstream-123');
+    expect(operatorLog.at(-1)).toContain('quota of org-upstream-123 exceeded');
   });
 
   it('gives up on a silent upstream after its timeout', async () => {

@@ -169,6 +169,25 @@ describe('access, from the route table', () => {
     }
   });
 
+  it('lets no body name the organization it acts for: a strict contract refuses the field, a lenient one ignores it', async () => {
+    const video = await api.call('POST', '/v1/videos', {
+      token: stranger.key,
+      body: { model: 'video-2', prompt: 'A paper boat', seconds: '4', size: '1280x720', org_id: owner.orgId },
+    });
+    expect(video.status).toBe(400);
+    expect(video.body.error).toMatchObject({ code: 'unknown_parameter', param: 'org_id' });
+    const before = await api.call('GET', '/v1/account/balance', { token: owner.key });
+    const chat = await api.call('POST', '/v1/chat/completions', {
+      token: stranger.key,
+      body: { model: 'chat-2', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8, org_id: owner.orgId },
+    });
+    expect(chat.status).toBe(200);
+    const owners = await api.call('GET', '/v1/chat/completions?limit=100', { token: owner.key });
+    expect(owners.body.data.map((s: { id: string }) => s.id)).not.toContain(chat.body.session_id);
+    expect((await api.call('GET', `/v1/chat/completions/${chat.body.session_id}`, { token: stranger.key })).status).toBe(200);
+    expect((await api.call('GET', '/v1/account/balance', { token: owner.key })).body).toEqual(before.body);
+  });
+
   const withIds = publicRoutes.filter((route) => route.path.includes(':'));
   // Deletions go last so that every other route still finds what it names when the owner calls it.
   const ownerOrder = [...withIds].sort((a, b) => Number(a.method === 'DELETE') - Number(b.method === 'DELETE'));

@@ -1,6 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmod, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -15,6 +15,8 @@ describe('the built standalone service', () => {
   let dataDir: string;
   let child: ChildProcess;
   let output = '';
+  /** Secrets the service gave out; none may be found in what it wrote (the admin token's own file aside). */
+  const secrets: string[] = [];
 
   beforeAll(async () => {
     execFileSync(process.execPath, [join(ROOT, 'scripts/ensure-built.mjs'), 'services/standalone'], { cwd: ROOT, stdio: 'inherit' });
@@ -71,6 +73,10 @@ describe('the built standalone service', () => {
     expect(content.headers.get('content-type')).toBe('video/mp4');
     expect(Buffer.from(await content.arrayBuffer()).subarray(4, 8).toString()).toBe('ftyp');
 
+    const hook = await call('POST', '/v1/webhooks', { url: 'https://hooks.example.com/oc', events: ['video.completed'] });
+    expect(hook.status).toBe(200);
+    secrets.push(key, ((await hook.json()) as { secret: string }).secret);
+
     child.kill('SIGTERM');
     const [code] = await once(child, 'exit');
     expect(code).toBe(0);
@@ -88,5 +94,16 @@ describe('the built standalone service', () => {
       if ((mode & 0o077) !== 0) open.push(`${entry} ${mode.toString(8)}`);
     }
     expect(open).toEqual([]);
+  });
+
+  it('stores API keys only as hashes and webhook secrets only sealed: no file under DATA_DIR holds either', async () => {
+    expect(secrets.length).toBeGreaterThanOrEqual(2);
+    const entries = await readdir(dataDir, { recursive: true });
+    for (const entry of entries) {
+      const path = join(dataDir, entry);
+      if (!(await stat(path)).isFile()) continue;
+      const bytes = await readFile(path);
+      for (const secret of secrets) expect(bytes.includes(secret), `${entry} holds a secret`).toBe(false);
+    }
   });
 });

@@ -598,7 +598,7 @@ describe.each(modes)('chat with an OpenAI-compatible upstream (%s)', (_mode, sta
     expect(events.map((e) => e.json?.choices?.[0]?.delta ?? e.json)).toEqual([
       { role: 'assistant', content: '' },
       { content: 'Hel' },
-      { error: { type: 'service_unavailable_error', code: 'upstream_error', message: 'The upstream model failed: model overloaded' } },
+      { error: { type: 'service_unavailable_error', code: 'upstream_error', message: 'The upstream model failed while answering.' } },
     ]);
     expect(await balance(key)).toEqual({ available: 10_000_000, reserved: 0 });
   });

@@ -11,6 +11,11 @@ export interface OpenAiCompatibleOptions {
   model: string;
   /** Longest wait for the upstream's answer or its next chunk. */
   timeoutMs: number;
+  /**
+   * What the upstream said when it failed, for the operator: it may name our upstream account, its quota or
+   * its key, so the customer is told only that it failed.
+   */
+  onUpstreamError?: (detail: string) => void;
 }
 
 interface UpstreamChunk {
@@ -61,7 +66,8 @@ export class OpenAiCompatibleProvider implements ChatProvider {
       });
       if (response.statusCode >= 300) {
         const text = await response.body.text().catch(() => '');
-        throw upstreamFailed(`The upstream model answered ${response.statusCode}: ${text.slice(0, 200)}`);
+        this.options.onUpstreamError?.(`answered ${response.statusCode}: ${text.slice(0, 500)}`);
+        throw upstreamFailed(`The upstream model answered ${response.statusCode}.`);
       }
       let finishReason: FinishReason = 'stop';
       let usage: Usage | undefined;
@@ -76,7 +82,10 @@ export class OpenAiCompatibleProvider implements ChatProvider {
         for (const payload of data.splice(0)) {
           if (done || (done = payload === '[DONE]')) continue;
           const chunk = JSON.parse(payload) as UpstreamChunk;
-          if (chunk.error) throw upstreamFailed(`The upstream model failed: ${chunk.error.message ?? 'unknown error'}`);
+          if (chunk.error) {
+            this.options.onUpstreamError?.(`failed mid-stream: ${String(chunk.error.message).slice(0, 500)}`);
+            throw upstreamFailed('The upstream model failed while answering.');
+          }
           const choice = chunk.choices?.[0];
           if (choice?.delta?.content) yield { type: 'content', text: choice.delta.content };
           if (choice?.finish_reason) finishReason = choice.finish_reason === 'length' ? 'length' : 'stop';
