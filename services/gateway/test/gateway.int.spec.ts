@@ -95,6 +95,14 @@ describe('gateway', () => {
     expect(refused.headers.get('x-ratelimit-limit')).not.toBeNull();
   });
 
+  it('marks every answer, success or error, as not to be stored by a cache nor sniffed by a browser', async () => {
+    const { key } = await newKey({ scopes: ['video:read'] });
+    for (const res of [await get('/v1/scoped/1', key), await get('/v1/scoped/1', 'oc_live_madeup'), await get('/v1/nowhere', key)]) {
+      expect(res.headers.get('cache-control')).toBe('no-store');
+      expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    }
+  });
+
   it('refuses a key once its expiry passes, with the clock the gateway is given', async () => {
     const { key } = await newKey({ scopes: ['video:read'], expires_in_days: 1 });
     expect((await get('/v1/health', key)).status).toBe(200);

@@ -63,6 +63,12 @@ export function createGatewayApp(deps: GatewayDeps) {
   app.set('etag', false);
   app.set('trust proxy', deps.trustedProxies && deps.trustedProxies.length > 0 ? deps.trustedProxies : false);
   app.set('query parser', 'simple');
+  // Answers hold an organization's data: no shared cache may keep them, and no browser may guess their type.
+  app.use((_req, res, next) => {
+    res.setHeader('Cache-Control', 'no-store');
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    next();
+  });
 
   // The contract, public like the spec itself; built once, from the same routes and schemas that serve requests.
   let openApi: unknown;
