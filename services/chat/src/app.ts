@@ -92,7 +92,7 @@ export async function createChat(runtime: ChatRuntime) {
         ABANDONED_SWEEP_MS,
         async () => {
           const settled = await service.settleAbandoned();
-          if (settled > 0) runtime.logger.warn({ settled }, 'completions left open by a stopped replica settled; their funds released');
+          if (settled > 0) runtime.logger.warn({ settled }, 'open completions settled (a stopped replica or an unreachable billing left them); their funds released');
         },
         (err) => runtime.logger.warn({ err }, 'settling abandoned completions failed; will retry'),
       );

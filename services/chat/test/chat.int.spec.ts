@@ -43,6 +43,8 @@ describe('chat service', () => {
   let readModels: SqliteReadModelStore;
   /** Billing's answer to the next reservation: a refusal when set. */
   let refuse: ApiError | undefined;
+  /** Billing unreachable for captures and releases while set. */
+  let unreachable: ApiError | undefined;
   const DEADLINE_MS = 60_000;
 
   /** A replica of the chat service on the shared stores. */
@@ -60,8 +62,14 @@ describe('chat service', () => {
           funds.push(['reserve', org, id, amount]);
           if (refuse) throw refuse;
         },
-        capture: async (org, id, amount) => void funds.push(['capture', org, id, amount]),
-        release: async (org, id) => void funds.push(['release', org, id]),
+        capture: async (org, id, amount) => {
+          if (unreachable) throw unreachable;
+          funds.push(['capture', org, id, amount]);
+        },
+        release: async (org, id) => {
+          if (unreachable) throw unreachable;
+          funds.push(['release', org, id]);
+        },
       },
       frames: { publish: async (_subject, frame) => void frames.push(frame as StreamFrame) },
       clock,
@@ -88,6 +96,7 @@ describe('chat service', () => {
   beforeEach(() => {
     clock = new ManualClock(Date.UTC(2026, 10, 22));
     refuse = undefined;
+    unreachable = undefined;
     stores = openSqliteStores({ filename: ':memory:' });
     provider = new ScriptedProvider();
     funds = [];
@@ -192,6 +201,25 @@ describe('chat service', () => {
     expect(await openCompletions()).toEqual([]);
     // A failed call is released; a reservation refused for funds held nothing, so there is nothing to release.
     expect(funds.map((f) => f[0])).toEqual(['reserve', 'capture', 'reserve', 'release', 'reserve']);
+  });
+
+  it('releases, at its next sweep, what it could not settle while billing was unreachable (no waiting for the deadline)', async () => {
+    await start();
+    const down = new ApiError({ status: 503, type: 'service_unavailable_error', code: 'service_unavailable', message: 'billing down' });
+    // A reservation whose answer was lost (billing may hold it), then a capture that failed: both held.
+    refuse = down;
+    unreachable = down;
+    await expect(ask('Hello')).rejects.toMatchObject({ status: 503 });
+    refuse = undefined;
+    await expect(ask('Hello again')).rejects.toMatchObject({ status: 503 });
+    expect(await openCompletions()).toHaveLength(2);
+    expect(await chat.settleAbandoned()).toBe(0);
+
+    unreachable = undefined;
+    expect(await chat.settleAbandoned()).toBe(2);
+    expect(funds.filter((f) => f[0] === 'release')).toHaveLength(2);
+    expect(await openCompletions()).toEqual([]);
+    expect(await chat.settleAbandoned()).toBe(0);
   });
 
   it('after a crash, the restarted replica releases what its completions in flight still held, and nothing else', async () => {

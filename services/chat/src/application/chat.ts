@@ -97,6 +97,11 @@ export class ChatService {
   private readonly streams = new Map<string, { abort: AbortController; done: Promise<void> }>();
   /** Paid completions this replica is running, which the sweep must leave alone. */
   private readonly running = new Set<string>();
+  /**
+   * This process's completions whose reservation could not be released or captured (billing unreachable):
+   * completion id → organization. The next sweep releases them, rather than their deadline's.
+   */
+  private readonly stranded = new Map<string, string>();
   /** Completions of this replica with an earlier deadline were started by an earlier process: it died. */
   private readonly earlierProcessDeadline: number;
 
@@ -310,6 +315,7 @@ export class ChatService {
       await this.completion(completionId, { type: 'SettleCompletion', completionId, outcome, chargedMicros });
     } finally {
       this.running.delete(completionId);
+      this.stranded.delete(completionId);
     }
   }
 
@@ -321,15 +327,16 @@ export class ChatService {
       });
     } catch (error) {
       this.running.delete(completionId);
+      this.stranded.set(completionId, orgId);
       throw error;
     }
     await this.settle(completionId, outcome, 0);
   }
 
   /**
-   * Settles the completions left open: this replica's own that it is not running (it was killed mid-way
-   * and started again), and any replica's still open a minute past their deadline (that replica never came
-   * back). Whatever billing still holds for them is released: output generated before the crash is not
+   * Settles the completions left open: those this process could not settle (billing was unreachable), this
+   * replica's own that it is not running (it was killed mid-way and started again), and any replica's still
+   * open a minute past their deadline (that replica never came back). Whatever billing still holds for them is released: output generated before the crash is not
    * charged, since the client never got a finished answer it could rely on.
    */
   async settleAbandoned(): Promise<number> {
@@ -338,9 +345,21 @@ export class ChatService {
       this.openCompletions.find({ replica: this.deps.lifecycle.replica, deadline: { $lt: this.earlierProcessDeadline } }, { limit: SWEEP_LIMIT }),
       this.openCompletions.find({ deadline: { $lt: overdue } }, { sort: { deadline: 1 }, limit: SWEEP_LIMIT }),
     ]);
-    const abandoned = new Map([...mine, ...stale].filter((doc) => !this.running.has(doc._id)).map((doc) => [doc._id, doc]));
-    for (const doc of abandoned.values()) await this.releaseAndSettle(doc.org_id, doc._id, 'interrupted');
-    return abandoned.size;
+    const abandoned = new Map([...mine, ...stale].filter((doc) => !this.running.has(doc._id)).map((doc) => [doc._id, doc.org_id]));
+    const work = [
+      ...[...this.stranded].filter(([id]) => !abandoned.has(id)).map(([id, orgId]) => [id, orgId, 'released'] as const),
+      ...[...abandoned].map(([id, orgId]) => [id, orgId, 'interrupted'] as const),
+    ];
+    let settled = 0;
+    for (const [id, orgId, outcome] of work) {
+      try {
+        await this.releaseAndSettle(orgId, id, outcome);
+        settled++;
+      } catch (err) {
+        this.deps.logger.warn({ err, completionId: id }, 'completion not settled yet; the next sweep tries again');
+      }
+    }
+    return settled;
   }
 
   private charged(job: Job) {
@@ -364,7 +383,9 @@ export class ChatService {
       try {
         await this.deps.funds.capture(job.caller.org_id, job.id, charged);
       } catch (error) {
+        // The client is answered with this error and no exchange is recorded, so the sweep releases it.
         this.running.delete(job.id);
+        this.stranded.set(job.id, job.caller.org_id);
         throw error;
       }
       await this.settle(job.id, 'charged', charged);
