@@ -38,6 +38,8 @@ const EXTERNAL = [
   '@opentelemetry/sdk-node',
   '@aws-sdk/client-s3',
   'ioredis',
+  // Serves its own files (Swagger UI at /docs) from beside its package.json.
+  'swagger-ui-dist',
 ];
 
 /**

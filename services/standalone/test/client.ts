@@ -1,3 +1,4 @@
+import { expectConformance } from './conformance';
 import type { RunningService } from './harness';
 
 export interface Response<T = any> {
@@ -6,7 +7,7 @@ export interface Response<T = any> {
   body: T;
 }
 
-/** A thin fetch wrapper so scenarios read like what a developer types. */
+/** A thin fetch wrapper so scenarios read like what a developer types; every answer is checked against the OpenAPI document. */
 export function clientFor(service: RunningService) {
   async function call<T = any>(
     method: string,
@@ -21,6 +22,7 @@ export function clientFor(service: RunningService) {
     if (body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
     const res = await fetch(`${service.url}${path}`, { method, headers, ...(body !== undefined ? { body } : {}) });
     const text = await res.text();
+    await expectConformance(service.url, method, new URL(path, service.url), res.status, res.headers, text);
     let parsed: unknown = text;
     try {
       parsed = JSON.parse(text);

@@ -185,7 +185,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       const doc = (await (await fetch(`${service.url}/openapi.json`)).json()) as any;
       expect(doc.paths['/v1/videos'].post.requestBody.content['application/json'].schema.properties.seconds.enum).toEqual(['4', '8', '12']);
       expect(doc.paths['/v1/videos/{id}'].delete['x-required-scope']).toBe('video:delete');
-      expect(doc.paths['/v1/videos/{id}/content'].get.parameters.map((p: any) => p.name)).toEqual(['id', 'variant']);
+      expect(doc.paths['/v1/videos/{id}/content'].get.parameters.map((p: any) => p.name)).toEqual(['id', 'variant', 'Range']);
     });
 
     it('answers 429 rate_limit_exceeded with Retry-After once the key’s per-minute limit is spent', async () => {

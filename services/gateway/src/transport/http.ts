@@ -1,5 +1,7 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { Server } from 'node:http';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import {
   ApiError,
@@ -76,6 +78,8 @@ export function createGatewayApp(deps: GatewayDeps) {
     openApi ??= openApiDocument(deps.version, deps.v1 as Route<unknown>[], deps.admin as Route<unknown>[]);
     res.json(openApi);
   });
+
+  app.use('/docs', apiReference());
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -307,6 +311,48 @@ function sendError(res: Response, raw: unknown, logger?: Logger) {
   if (error.status >= 500 && !(raw instanceof ApiError)) logger?.error({ err: raw }, 'unexpected error');
   if (error.retryAfter !== undefined) res.setHeader('Retry-After', String(error.retryAfter));
   res.status(error.status).json(error.toBody());
+}
+
+/** Swagger UI's files, served from the package itself: the reference works with no network beyond the gateway. */
+const SWAGGER_UI_FILES: Record<string, string> = {
+  'swagger-ui-bundle.js': 'text/javascript; charset=utf-8',
+  'swagger-ui.css': 'text/css; charset=utf-8',
+  'favicon-32x32.png': 'image/png',
+};
+
+const REFERENCE_PAGE = `<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <title>OC API reference</title>
+  <link rel="icon" type="image/png" href="/docs/favicon-32x32.png">
+  <link rel="stylesheet" href="/docs/swagger-ui.css">
+</head>
+<body>
+  <main id="reference"></main>
+  <script src="/docs/swagger-ui-bundle.js"></script>
+  <script src="/docs/init.js"></script>
+</body>
+</html>
+`;
+
+/** The interactive API reference at `/docs`: Swagger UI on `/openapi.json`, "Try it out" against this gateway. */
+function apiReference() {
+  const dir = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
+  const router = express.Router();
+  router.get('/', (_req, res) => {
+    res.type('html').send(REFERENCE_PAGE);
+  });
+  router.get('/init.js', (_req, res) => {
+    res.type('text/javascript').send("window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#reference', deepLinking: true });\n");
+  });
+  router.get('/:file', (req, res, next) => {
+    const type = SWAGGER_UI_FILES[req.params.file];
+    if (!type) return next();
+    res.type(type).sendFile(join(dir, req.params.file));
+  });
+  return router;
 }
 
 function setRateLimitHeaders(res: Response, state: RateLimitState) {

@@ -1,9 +1,18 @@
-import { ApiErrorBodySchema } from '@oc/contracts';
+import { ApiErrorBodySchema, IdempotencyKeySchema } from '@oc/contracts';
 import { z } from 'zod';
 import type { Route } from './routes';
 
 const schemaOf = (schema: z.ZodType, io: 'input' | 'output') =>
   z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' });
+
+const integerHeader = (description: string) => ({ description, schema: { type: 'integer' } });
+
+/** The spec's "every response carries rate-limit headers": the tightest window that applied. */
+const RATE_LIMIT_HEADERS = {
+  'X-RateLimit-Limit': integerHeader('Requests allowed in the tightest window that applied'),
+  'X-RateLimit-Remaining': integerHeader('Requests left in that window'),
+  'X-RateLimit-Reset': integerHeader('Unix seconds at which that window resets'),
+};
 
 /**
  * The OpenAPI 3.1 document, derived from the route table and the zod contracts the routes name: the
@@ -11,7 +20,8 @@ const schemaOf = (schema: z.ZodType, io: 'input' | 'output') =>
  */
 export function openApiDocument(version: string, v1: Route<unknown>[], admin: Route<unknown>[]) {
   const paths: Record<string, Record<string, unknown>> = {};
-  const add = (route: Route<unknown>, security: string) => {
+  const add = (route: Route<unknown>, security: 'apiKey' | 'adminToken') => {
+    const doc = route.doc;
     const path = route.path.replace(/:([a-z_]+)/g, '{$1}');
     const pathParams = [...route.path.matchAll(/:([a-z_]+)/g)].map((m) => ({
       name: m[1],
@@ -19,28 +29,51 @@ export function openApiDocument(version: string, v1: Route<unknown>[], admin: Ro
       required: true,
       schema: { type: 'string' },
     }));
-    const query = route.doc?.query ? schemaOf(route.doc.query, 'input') : undefined;
+    const query = doc?.query ? schemaOf(doc.query, 'input') : undefined;
     const queryParams = Object.entries((query?.properties ?? {}) as Record<string, unknown>).map(([name, schema]) => ({
       name,
       in: 'query',
       required: ((query?.required as string[] | undefined) ?? []).includes(name),
       schema,
     }));
+    const headerParams = [
+      ...(doc?.idempotent
+        ? [{ name: 'Idempotency-Key', in: 'header', required: false, schema: schemaOf(IdempotencyKeySchema, 'input') }]
+        : []),
+      ...(doc?.ranges ? [{ name: 'Range', in: 'header', required: false, schema: { type: 'string', pattern: '^bytes=' } }] : []),
+    ];
+    const headers = security === 'apiKey' ? RATE_LIMIT_HEADERS : {};
+    const requestSchema = doc?.request ? schemaOf(doc.request, 'input') : undefined;
+    const content: Record<string, unknown> = {
+      ...(doc?.response ? { 'application/json': { schema: schemaOf(doc.response, 'output') } } : {}),
+      ...Object.fromEntries((doc?.media ?? []).map((type) => [type, {}])),
+    };
     paths[path] ??= {};
     paths[path][route.method.toLowerCase()] = {
-      summary: route.doc?.summary,
+      operationId: `${route.method.toLowerCase()}${path.replace(/[{}]/g, '').replace(/[/_-]+(\w)/g, (_, c: string) => c.toUpperCase())}`,
+      summary: doc?.summary ?? `${route.method} ${path}`,
       security: [{ [security]: [] }],
       ...(route.scope ? { 'x-required-scope': route.scope } : {}),
-      parameters: [...pathParams, ...queryParams],
-      ...(route.doc?.request
-        ? { requestBody: { required: true, content: { 'application/json': { schema: schemaOf(route.doc.request, 'input') } } } }
+      parameters: [...pathParams, ...queryParams, ...headerParams],
+      ...(requestSchema
+        ? {
+            requestBody: {
+              required: true,
+              content: {
+                'application/json': { schema: requestSchema },
+                ...(route.body === 'json-or-multipart' ? { 'multipart/form-data': { schema: requestSchema } } : {}),
+              },
+            },
+          }
         : {}),
       responses: {
-        '200': {
-          description: 'Success',
-          ...(route.doc?.response ? { content: { 'application/json': { schema: schemaOf(route.doc.response, 'output') } } } : {}),
+        '200': { description: 'Success', headers, ...(Object.keys(content).length > 0 ? { content } : {}) },
+        ...(doc?.ranges ? { '206': { description: 'One byte range', headers, content: Object.fromEntries((doc.media ?? []).map((t) => [t, {}])) } } : {}),
+        default: {
+          description: 'Error, in the one error shape',
+          headers: { ...headers, 'Retry-After': integerHeader('Seconds to wait (429, 503)') },
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
         },
-        default: { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
       },
     };
   };
@@ -48,7 +81,12 @@ export function openApiDocument(version: string, v1: Route<unknown>[], admin: Ro
   for (const route of admin) add(route, 'adminToken');
   return {
     openapi: '3.1.0',
-    info: { title: 'OC API', version },
+    info: {
+      title: 'OC API',
+      version,
+      description: 'Video generation, OpenAI-compatible chat and text completions, and signed webhooks, on a prepaid balance.',
+    },
+    servers: [{ url: '/' }],
     components: {
       securitySchemes: {
         apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: oc_live_… or oc_test_…' },

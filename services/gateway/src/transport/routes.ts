@@ -32,7 +32,18 @@ export interface Route<P = KeyPrincipal> {
   /** Body formats accepted (default JSON only); multipart is for clients such as OpenAI's SDK that send forms. */
   body?: 'json' | 'json-or-multipart';
   /** For the OpenAPI document: what the route does and the contracts of its body, query and answer. */
-  doc?: { summary: string; request?: z.ZodType; query?: z.ZodType; response?: z.ZodType };
+  doc?: {
+    summary: string;
+    request?: z.ZodType;
+    query?: z.ZodType;
+    response?: z.ZodType;
+    /** Media types a success may have besides JSON (an event stream, a file). */
+    media?: string[];
+    /** Honours `Range` (206 with one part). */
+    ranges?: boolean;
+    /** Honours `Idempotency-Key`. */
+    idempotent?: boolean;
+  };
   handle(ctx: RouteContext<P>): Promise<Reply<unknown> | void>;
 }
 

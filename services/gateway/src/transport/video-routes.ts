@@ -104,7 +104,12 @@ export function videoRoutes(): Route[] {
       path: '/v1/videos',
       scope: 'video:write',
       body: 'json-or-multipart',
-      doc: { summary: 'Create a video job (JSON or multipart/form-data; Idempotency-Key honoured)', request: CreateVideoBody, response: VideoSchema },
+      doc: {
+        summary: 'Create a video job (JSON or multipart/form-data; Idempotency-Key honoured)',
+        request: CreateVideoBody,
+        response: VideoSchema,
+        idempotent: true,
+      },
       handle: (ctx) =>
         ctx.services.request(
           Subjects.video.create,
@@ -145,7 +150,7 @@ export function videoRoutes(): Route[] {
       path: '/v1/videos/:id/remix',
       scope: 'video:write',
       body: 'json-or-multipart',
-      doc: { summary: 'Remix a completed video with a new prompt', request: RemixVideoBody, response: VideoSchema },
+      doc: { summary: 'Remix a completed video with a new prompt', request: RemixVideoBody, response: VideoSchema, idempotent: true },
       handle: (ctx) =>
         ctx.services.request(
           Subjects.video.remix,
@@ -157,7 +162,12 @@ export function videoRoutes(): Route[] {
       method: 'GET',
       path: '/v1/videos/:id/content',
       scope: 'video:read',
-      doc: { summary: 'Download the MP4 (or the WebP thumbnail); single byte ranges served', query: VideoContentQuery },
+      doc: {
+        summary: 'Download the MP4 (or the WebP thumbnail); single byte ranges served',
+        query: VideoContentQuery,
+        media: ['video/mp4', 'image/webp'],
+        ranges: true,
+      },
       handle: sendContent,
     },
   ];
