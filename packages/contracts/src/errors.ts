@@ -80,8 +80,8 @@ export const insufficientScope = (scope: string) =>
     message: `This API key lacks the required scope: ${scope}.`,
   });
 
-export const notFound = (code: string, message: string) =>
-  new ApiError({ status: 404, type: 'invalid_request_error', code, message });
+export const notFound = (code: string, message: string, param?: string) =>
+  new ApiError({ status: 404, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });
 
 export const conflict = (code: string, message: string, param?: string) =>
   new ApiError({ status: 409, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });

@@ -1,3 +1,4 @@
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { clientFor } from './client';
 import { distributed, embedded, type RunningService, type Starter } from './harness';
@@ -70,6 +71,40 @@ describe.each(modes)('foundation (%s)', (_mode, start) => {
       const { key } = await api.newCustomer({ key: { mode: 'test' } });
       expect(key).toMatch(/^oc_test_[A-Za-z0-9_-]{43}$/);
       expect((await api.call('GET', '/v1/health', { token: key })).status).toBe(200);
+    });
+  });
+
+  describe('models', () => {
+    // Published 2026-01-01: a fixed date, never the time of the request.
+    const model = (id: string) => ({ id, object: 'model', created: 1_767_225_600, owned_by: 'oc' });
+
+    it("lists the spec's models in OpenAI's shape to any valid key", async () => {
+      const { key } = await api.newCustomer({ scopes: ['webhook:read'] });
+      const first = await api.call('GET', '/v1/models', { token: key });
+      expect(first.status).toBe(200);
+      expect(first.body).toEqual({ object: 'list', data: [model('chat-2'), model('video-2'), model('video-2-pro')] });
+      expectRateLimitHeaders(first.headers);
+      expect((await api.call('GET', '/v1/models/video-2-pro', { token: key })).body).toEqual(first.body.data[2]);
+      expect((await api.call('GET', '/v1/models')).status).toBe(401);
+    });
+
+    it('answers an unknown model with 404 model_not_found naming the model', async () => {
+      const { key } = await api.newCustomer();
+      const res = await api.call('GET', '/v1/models/gpt-4o', { token: key });
+      expect(res.status).toBe(404);
+      expect(res.body).toEqual({
+        error: { type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: expect.stringContaining("'gpt-4o'") },
+      });
+    });
+
+    it('serves the official openai SDK, unchanged', async () => {
+      const { key } = await api.newCustomer();
+      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: key, maxRetries: 0 });
+      const ids: string[] = [];
+      for await (const m of client.models.list()) ids.push(m.id);
+      expect(ids).toEqual(['chat-2', 'video-2', 'video-2-pro']);
+      expect(await client.models.retrieve('chat-2')).toEqual(model('chat-2'));
+      await expect(client.models.retrieve('nope')).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
     });
   });
 
