@@ -14,9 +14,8 @@ export type Model = z.infer<typeof ModelSchema>;
 
 /** `GET /v1/models`: OpenAI's list, without pagination (its SDKs read `data` and stop). */
 export const ModelListSchema = z.object({ object: z.literal('list'), data: z.array(ModelSchema) });
-export type ModelList = z.infer<typeof ModelListSchema>;
 
-export type ModelId = (typeof CHAT_MODELS)[number] | (typeof VIDEO_MODELS)[number];
+type ModelId = (typeof CHAT_MODELS)[number] | (typeof VIDEO_MODELS)[number];
 
 /**
  * Every model the API serves, with a publication date that never moves (a `created` of "now" would change
