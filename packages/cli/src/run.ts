@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import type { ApiKey, Balance, CreatedApiKey, LedgerEntry, Organization } from '@oc/contracts';
+import type { ApiKey, Balance, CreatedApiKey, LedgerEntry, LimitName, Organization } from '@oc/contracts';
 
 export interface Io {
   fetch: typeof globalThis.fetch;
@@ -30,7 +30,19 @@ const OPTIONS = {
   'rate-limit': { type: 'string' },
   'expires-in-days': { type: 'string' },
   test: { type: 'boolean' },
+  'requests-per-minute': { type: 'string' },
+  'requests-per-day': { type: 'string' },
+  'chat-requests-per-minute': { type: 'string' },
+  'chat-tokens-per-day': { type: 'string' },
 } as const;
+
+/** `oc orgs set-limits` options, each naming one figure of the organization's `limits`. */
+const LIMIT_OPTIONS = {
+  'requests-per-minute': 'requests_per_minute',
+  'requests-per-day': 'requests_per_day',
+  'chat-requests-per-minute': 'chat_requests_per_minute',
+  'chat-tokens-per-day': 'chat_tokens_per_day',
+} as const satisfies Record<string, LimitName>;
 
 const GLOBAL_OPTIONS = ['url', 'token', 'json', 'help'] as const;
 
@@ -95,6 +107,24 @@ const COMMANDS: Command[] = [
     args: 2,
     async exec({ api, print }, [orgId, tier]) {
       const org = await api<Organization>('PATCH', orgPath(orgId!), { tier });
+      print(org, () => organizationText(org));
+    },
+  },
+  {
+    usage:
+      'oc orgs set-limits ORG_ID [--requests-per-minute N|default] [--requests-per-day N|default] [--chat-requests-per-minute N|default] [--chat-tokens-per-day N|default]  (enterprise only)',
+    words: ['orgs', 'set-limits'],
+    args: 1,
+    options: Object.keys(LIMIT_OPTIONS) as (keyof typeof LIMIT_OPTIONS)[],
+    async exec({ api, print }, [orgId], values) {
+      const limits: Partial<Record<LimitName, number | null>> = {};
+      for (const [option, name] of Object.entries(LIMIT_OPTIONS) as [keyof typeof LIMIT_OPTIONS, LimitName][]) {
+        const value = values[option];
+        // `default` gives the figure back to the tier (null in the API).
+        if (value !== undefined) limits[name] = value === 'default' ? null : integer(value, `--${option}`)!;
+      }
+      if (Object.keys(limits).length === 0) throw new UsageError('name at least one limit to set');
+      const org = await api<Organization>('PATCH', orgPath(orgId!), { limits });
       print(org, () => organizationText(org));
     },
   },
@@ -375,11 +405,14 @@ function usd(amount: number): string {
 }
 
 function organizationText(org: Organization): string {
+  const { limits } = org;
   return fields([
     ['id', org.id],
     ['name', org.name],
     ['tier', org.tier],
     ['created', time(org.created)],
+    ['requests', `${limits.requests_per_minute}/minute, ${limits.requests_per_day}/day`],
+    ['chat', `${limits.chat_requests_per_minute} requests/minute, ${limits.chat_tokens_per_day} tokens/day`],
   ]);
 }
 

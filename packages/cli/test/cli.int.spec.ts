@@ -11,10 +11,12 @@ interface Recorded {
 }
 
 const JAN_1_2025 = 1_735_689_600;
-const org = { id: 'org_1', object: 'organization', name: 'Acme', tier: 'standard', created: JAN_1_2025 };
+const STANDARD_LIMITS = { requests_per_minute: 100, requests_per_day: 10_000, chat_requests_per_minute: 60, chat_tokens_per_day: 1_000_000 };
+const org = { id: 'org_1', object: 'organization', name: 'Acme', tier: 'standard', limits: STANDARD_LIMITS, created: JAN_1_2025 };
+const FREE_LIMITS = { requests_per_minute: 10, requests_per_day: 100, chat_requests_per_minute: 10, chat_tokens_per_day: 10_000 };
 const orgList = {
   object: 'list',
-  data: [org, { id: 'org_2', object: 'organization', name: 'Globex Corp', tier: 'free', created: JAN_1_2025 + 60 }],
+  data: [org, { id: 'org_2', object: 'organization', name: 'Globex Corp', tier: 'free', limits: FREE_LIMITS, created: JAN_1_2025 + 60 }],
   has_more: true,
 };
 const balance = {
@@ -154,6 +156,13 @@ describe('oc against a recording admin API', () => {
         response: { ...org, tier: 'premium' },
       },
       {
+        argv: ['orgs', 'set-limits', 'org_1', '--requests-per-minute', '3', '--chat-tokens-per-day', 'default'],
+        method: 'PATCH',
+        url: '/admin/v1/organizations/org_1',
+        body: { limits: { requests_per_minute: 3, chat_tokens_per_day: null } },
+        response: { ...org, tier: 'enterprise', limits: { ...STANDARD_LIMITS, requests_per_minute: 3 } },
+      },
+      {
         argv: ['credit', 'org_1', '12.5', '--description', 'Promo'],
         method: 'POST',
         url: '/admin/v1/organizations/org_1/credits',
@@ -261,7 +270,9 @@ describe('oc against a recording admin API', () => {
     it('prints an organization', async () => {
       answer('GET', '/admin/v1/organizations/org_1', org);
       const { stdout } = await oc('orgs', 'get', 'org_1');
-      expect(stdout).toMatch(/id\s+org_1\nname\s+Acme\ntier\s+standard\ncreated\s+2025-01-01T00:00:00Z\n/);
+      expect(stdout).toMatch(
+        /id\s+org_1\nname\s+Acme\ntier\s+standard\ncreated\s+2025-01-01T00:00:00Z\nrequests\s+100\/minute, 10000\/day\nchat\s+60 requests\/minute, 1000000 tokens\/day\n/,
+      );
     });
 
     it('prints a balance without hiding micro-dollars', async () => {
@@ -399,6 +410,8 @@ describe('oc against a recording admin API', () => {
       [['keys', 'create', 'org_1', '--name', 'x']],
       [['keys', 'create', 'org_1', '--name', 'x', '--scope', 'video:read', '--rate-limit', 'lots']],
       [['credit', 'org_1', 'ten']],
+      [['orgs', 'set-limits', 'org_1']],
+      [['orgs', 'set-limits', 'org_1', '--requests-per-minute', 'lots']],
       [[]],
     ])('oc %j is a usage error: exit 2, usage on stderr, no request', async (argv) => {
       const { code, stdout, stderr } = await oc(...argv);

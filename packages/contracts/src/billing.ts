@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ScopeSchema } from './scopes';
-import { TierSchema } from './tiers';
+import { CustomLimitsSchema, OrganizationLimitsSchema, TierSchema } from './tiers';
 
 // ---------- HTTP bodies (admin API and /v1/account) ----------
 
@@ -9,8 +9,17 @@ export const CreateOrganizationBody = z.strictObject({
   tier: TierSchema.default('free'),
 });
 
+/** Any subset of the custom figures; null gives a figure back to the tier. */
+export const LimitsChange = z.strictObject(CustomLimitsSchema.partial().shape);
+export type LimitsChange = z.infer<typeof LimitsChange>;
+
+/**
+ * Either or both: a new tier, and (enterprise only) custom limits. Leaving enterprise clears its custom
+ * limits. A body that changes nothing answers the organization as it is.
+ */
 export const UpdateOrganizationBody = z.strictObject({
-  tier: TierSchema,
+  tier: TierSchema.optional(),
+  limits: LimitsChange.optional(),
 });
 
 /** A positive USD amount that micro-dollars hold exactly. */
@@ -43,6 +52,8 @@ export const OrganizationSchema = z.object({
   object: z.literal('organization'),
   name: z.string(),
   tier: TierSchema,
+  /** The figures that apply: the tier's, or an enterprise organization's custom ones. */
+  limits: OrganizationLimitsSchema,
   created: z.int(),
 });
 export type Organization = z.infer<typeof OrganizationSchema>;
@@ -105,7 +116,7 @@ export const BillingMessages = {
   createOrganization: CreateOrganizationBody,
   listOrganizations: ListQuery,
   getOrganization: z.object(OrgRef),
-  updateOrganization: z.object({ ...OrgRef, tier: TierSchema }),
+  updateOrganization: UpdateOrganizationBody.extend(OrgRef),
   addCredits: z.object({ ...OrgRef, amount_micros: z.int().positive(), description: z.string() }),
   listLedger: ListQuery.extend(OrgRef),
   getBalance: z.object(OrgRef),
@@ -144,6 +155,8 @@ export const KeyPrincipalSchema = z.object({
   scopes: z.array(ScopeSchema),
   rate_limit_per_minute: z.int(),
   tier: TierSchema,
+  /** The organization's figures as they apply now (its tier's, or custom ones). */
+  limits: OrganizationLimitsSchema,
   expires_at: z.int().nullable(),
 });
 export type KeyPrincipal = z.infer<typeof KeyPrincipalSchema>;
@@ -159,6 +172,8 @@ export const ReservationSchema = z.object({
 export const BillingEvents = {
   OrganizationCreated: z.object({ org_id: z.string(), name: z.string(), tier: TierSchema, created: z.int() }),
   TierChanged: z.object({ org_id: z.string(), tier: TierSchema }),
+  /** The organization's custom limits after the change, every figure stated (null: the tier's). */
+  OrganizationLimitsChanged: z.object({ org_id: z.string(), limits: CustomLimitsSchema }),
   CreditsAdded: z.object({ org_id: z.string(), amount_micros: z.int().positive(), description: z.string() }),
   FundsReserved: z.object({
     org_id: z.string(),

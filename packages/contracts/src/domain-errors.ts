@@ -1,5 +1,4 @@
-import { ApiError, conflict, internalError, invalidRequest, notFound } from './errors';
-import { formatUsd } from './money';
+import { ApiError, conflict, insufficientFunds, internalError, invalidRequest, notFound } from './errors';
 
 export type NotFoundResource =
   | 'organization'
@@ -41,12 +40,7 @@ export function toApiError(error: unknown): ApiError {
   const d = error.detail;
   switch (d.kind) {
     case 'InsufficientFunds':
-      return new ApiError({
-        status: 402,
-        type: 'insufficient_quota',
-        code: 'insufficient_quota',
-        message: `Insufficient balance: this request requires ${formatUsd(d.requiredMicros)} but ${formatUsd(d.availableMicros)} is available.`,
-      });
+      return insufficientFunds(d.requiredMicros, d.availableMicros);
     case 'NotFound':
       return notFound(NOT_FOUND_CODE[d.resource], `No ${d.resource.replace('_', ' ')} found with id '${d.id}'.`);
     case 'Conflict':

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { formatUsd } from './money';
 
 /** The spec's error body: `{error:{type,message,param?,code}}`. */
 export const ApiErrorBodySchema = z.object({
@@ -19,6 +20,11 @@ export const ApiErrorSchema = z.object({
   param: z.string().optional(),
   /** Seconds a client should wait before retrying (429, 503). */
   retryAfter: z.number().int().optional(),
+  /**
+   * The amounts a 402 compared, in micro-USD, so that the product that asked for the funds can explain the
+   * refusal in its own terms (chat: what `max_tokens` reserved). Never part of the body a client sees.
+   */
+  funds: z.object({ requiredMicros: z.int(), availableMicros: z.int() }).optional(),
 });
 export type ApiErrorData = z.infer<typeof ApiErrorSchema>;
 
@@ -32,6 +38,7 @@ export class ApiError extends Error {
   readonly code: string;
   readonly param?: string;
   readonly retryAfter?: number;
+  readonly funds?: { requiredMicros: number; availableMicros: number };
 
   constructor(data: ApiErrorData) {
     super(data.message);
@@ -41,6 +48,7 @@ export class ApiError extends Error {
     this.code = data.code;
     if (data.param !== undefined) this.param = data.param;
     if (data.retryAfter !== undefined) this.retryAfter = data.retryAfter;
+    if (data.funds !== undefined) this.funds = data.funds;
   }
 
   toData(): ApiErrorData {
@@ -51,6 +59,7 @@ export class ApiError extends Error {
       message: this.message,
       ...(this.param !== undefined ? { param: this.param } : {}),
       ...(this.retryAfter !== undefined ? { retryAfter: this.retryAfter } : {}),
+      ...(this.funds !== undefined ? { funds: this.funds } : {}),
     };
   }
 
@@ -80,11 +89,25 @@ export const insufficientScope = (scope: string) =>
     message: `This API key lacks the required scope: ${scope}.`,
   });
 
-export const notFound = (code: string, message: string) =>
-  new ApiError({ status: 404, type: 'invalid_request_error', code, message });
+export const notFound = (code: string, message: string, param?: string) =>
+  new ApiError({ status: 404, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });
 
 export const conflict = (code: string, message: string, param?: string) =>
   new ApiError({ status: 409, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });
+
+/** 402: the available balance cannot cover what the request must reserve; the message states both amounts. */
+export const insufficientFunds = (
+  requiredMicros: number,
+  availableMicros: number,
+  message = `Insufficient balance: this request requires ${formatUsd(requiredMicros)} but ${formatUsd(availableMicros)} is available.`,
+) =>
+  new ApiError({
+    status: 402,
+    type: 'insufficient_quota',
+    code: 'insufficient_quota',
+    message,
+    funds: { requiredMicros, availableMicros },
+  });
 
 export const rateLimited = (retryAfterSeconds: number, what: string) =>
   new ApiError({

@@ -31,7 +31,9 @@ export function validationError(error: z.ZodError, input: unknown, codes: Valida
   const top = issue.path[0] === undefined ? undefined : String(issue.path[0]);
   const missing = valueAt(input, issue.path) === undefined;
   if (issue.code === 'unrecognized_keys') {
-    return invalidRequest('unknown_parameter', `Unrecognized request argument supplied: ${issue.keys.join(', ')}.`, issue.keys[0]);
+    // Nested (`limits.request_per_minute`), the parameter is named by its whole path.
+    const unknown = issue.keys.map((key) => paramOf([...issue.path, key])!);
+    return invalidRequest('unknown_parameter', `Unrecognized request argument supplied: ${unknown.join(', ')}.`, unknown[0]);
   }
   if (!param) return invalidRequest('invalid_request', `The request body is invalid: ${issue.message}.`);
   const override = top === undefined ? undefined : codes[top];

@@ -1,4 +1,4 @@
-import { DomainError, toApiError } from '@oc/contracts';
+import { type CustomLimits, DomainError, NO_CUSTOM_LIMITS, toApiError } from '@oc/contracts';
 import { deciderSpec } from '@oc/eventstore/testing';
 import { describe, expect, it } from 'vitest';
 import { accountDecider, type AccountEvent } from '../src/domain/account';
@@ -143,9 +143,54 @@ describe('account decider', () => {
   });
 
   it('changes tier only when it differs', () => {
-    expect(spec.given([created]).when({ type: 'ChangeTier', orgId: org_id, tier: 'free' })).toEqual({ events: [] });
-    expect(spec.given([created]).when({ type: 'ChangeTier', orgId: org_id, tier: 'premium' })).toEqual({
+    expect(spec.given([created]).when({ type: 'UpdateOrganization', orgId: org_id, tier: 'free' })).toEqual({ events: [] });
+    expect(spec.given([created]).when({ type: 'UpdateOrganization', orgId: org_id, tier: 'premium' })).toEqual({
       events: [{ type: 'TierChanged', data: { org_id, tier: 'premium' } }],
+    });
+  });
+
+  describe('custom limits', () => {
+    const limits = (custom: Partial<CustomLimits>): AccountEvent => ({
+      type: 'OrganizationLimitsChanged',
+      data: { org_id, limits: { ...NO_CUSTOM_LIMITS, ...custom } },
+    });
+    const enterprise: AccountEvent = { type: 'TierChanged', data: { org_id, tier: 'enterprise' } };
+
+    it('sets any subset for an enterprise organization, keeping the figures not named', () => {
+      const given = spec.given([created, enterprise, limits({ requests_per_day: 5_000_000 })]);
+      expect(given.when({ type: 'UpdateOrganization', orgId: org_id, limits: { requests_per_minute: 3 } })).toEqual({
+        events: [limits({ requests_per_minute: 3, requests_per_day: 5_000_000 })],
+      });
+    });
+
+    it('gives a figure back to the tier with null, and records nothing that changes nothing', () => {
+      const given = spec.given([created, enterprise, limits({ requests_per_minute: 3 })]);
+      expect(given.when({ type: 'UpdateOrganization', orgId: org_id, limits: { requests_per_minute: null } })).toEqual({
+        events: [limits({})],
+      });
+      expect(given.when({ type: 'UpdateOrganization', orgId: org_id, limits: { requests_per_minute: 3 } })).toEqual({ events: [] });
+    });
+
+    it('sets the tier and the limits in one command', () => {
+      expect(
+        spec.given([created]).when({ type: 'UpdateOrganization', orgId: org_id, tier: 'enterprise', limits: { chat_tokens_per_day: 7 } }),
+      ).toEqual({ events: [enterprise, limits({ chat_tokens_per_day: 7 })] });
+    });
+
+    it('refuses custom figures for any other tier, naming limits', () => {
+      const result = spec.given([created]).when({ type: 'UpdateOrganization', orgId: org_id, limits: { requests_per_minute: 3 } });
+      expect(errorBody(result).error).toMatchObject({ code: 'custom_limits_require_enterprise', param: 'limits' });
+      const leaving = spec
+        .given([created, enterprise])
+        .when({ type: 'UpdateOrganization', orgId: org_id, tier: 'premium', limits: { requests_per_minute: 3 } });
+      expect(errorBody(leaving).error.code).toBe('custom_limits_require_enterprise');
+    });
+
+    it('clears them when the organization leaves enterprise', () => {
+      const given = spec.given([created, enterprise, limits({ requests_per_minute: 3, chat_tokens_per_day: 7 })]);
+      expect(given.when({ type: 'UpdateOrganization', orgId: org_id, tier: 'premium' })).toEqual({
+        events: [{ type: 'TierChanged', data: { org_id, tier: 'premium' } }, limits({})],
+      });
     });
   });
 });

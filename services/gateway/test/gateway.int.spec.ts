@@ -343,5 +343,8 @@ describe('gateway: OpenAPI document', () => {
     const health = doc.paths['/v1/health'].get.responses['200'].content['application/json'].schema;
     expect(health.required).toEqual(['status', 'version', 'timestamp']);
     expect(doc.components.schemas.Error.properties.error.required).toEqual(['type', 'message', 'code']);
+    const models = doc.paths['/v1/models'].get.responses['200'].content['application/json'].schema;
+    expect(models.properties.data.items.required).toEqual(['id', 'object', 'created', 'owned_by']);
+    expect(doc.paths['/v1/models/{model}'].get.parameters).toEqual([{ name: 'model', in: 'path', required: true, schema: { type: 'string' } }]);
   });
 });

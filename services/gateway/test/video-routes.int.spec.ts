@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { ManualClock, ok, notFound, fail, type Reply, Subjects, VIDEO_CONTENT_CHUNK_BYTES } from '@oc/contracts';
+import { ManualClock, ok, notFound, fail, type Reply, Subjects, TIER_LIMITS, VIDEO_CONTENT_CHUNK_BYTES } from '@oc/contracts';
 import type { ServiceClient } from '@oc/messaging';
 import { createLogger } from '@oc/telemetry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,7 +18,7 @@ const services = {
   async request<T>(subject: string, payload: any): Promise<Reply<T>> {
     switch (subject) {
       case Subjects.billing.authenticate:
-        return ok({ key_id: 'key_1', org_id: 'org_1', mode: 'live', scopes: ['video:read'], rate_limit_per_minute: 1000, tier: 'premium', expires_at: null } as T);
+        return ok({ key_id: 'key_1', org_id: 'org_1', mode: 'live', scopes: ['video:read'], rate_limit_per_minute: 1000, tier: 'premium', limits: TIER_LIMITS.premium, expires_at: null } as T);
       case Subjects.video.describeContent:
         if (payload.video_id !== 'video_1') return fail(notFound('video_not_found', 'No video.'));
         return ok({ content_type: 'video/mp4', size: file.length } as T);

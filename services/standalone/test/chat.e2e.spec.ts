@@ -146,15 +146,37 @@ describe.each(modes)('chat and text completions (%s)', (_mode, start) => {
       expect(faith.body.choices[0].message.content).toContain('Leaning towards theurgism (faith-based activism)');
     });
 
-    it('refuses with 402 insufficient_quota when the balance cannot cover the prompt plus max_tokens', async () => {
-      const { key } = await customer({ credit: 0.001 });
-      const res = await chat(key, { messages: hello, max_tokens: 100 });
+    it('refuses with 402 insufficient_quota when the balance cannot cover the prompt plus max_tokens, naming the bound', async () => {
+      const { key } = await customer({ credit: 0.01 });
+      const res = await chat(key, { messages: hello, max_tokens: 500 });
       expect(res.status).toBe(402);
       expect(res.body.error).toMatchObject({ type: 'insufficient_quota', code: 'insufficient_quota' });
-      expect(res.body.error.message).toMatch(/requires \$0\.\d+ but \$0\.001 is available/);
-      expect(await availableMicros(key)).toEqual({ available: 1_000, reserved: 0 });
-      // Without max_tokens the documented default cap (4,096 tokens) is reserved.
-      expect((await chat(key, { messages: hello })).status).toBe(402);
+      const [, reserved, promptTokens, fitting] = /^Insufficient balance: this request reserves up to \$(0\.\d+) \((\d+) prompt tokens \+ max_tokens 500, at \$0\.08 per 1,000 tokens\) but \$0\.01 is available\. Lower max_tokens to reserve less: max_tokens (\d+) or less fits this balance\. Only the tokens used are charged\.$/.exec(
+        res.body.error.message,
+      )!.map(Number);
+      expect(Math.round(reserved! * 1e6)).toBe((promptTokens! + 500) * MICROS_PER_TOKEN);
+      expect(await availableMicros(key)).toEqual({ available: 10_000, reserved: 0 });
+      // The advice is exact: one token more is refused, the max_tokens it names is served.
+      expect((await chat(key, { messages: hello, max_tokens: fitting! + 1 })).status).toBe(402);
+      expect((await chat(key, { messages: hello, max_tokens: fitting! })).status).toBe(200);
+      // Without max_tokens the documented default cap (4,096 tokens) is reserved, and the message says so.
+      const defaulted = await chat(key, { messages: hello });
+      expect(defaulted.status).toBe(402);
+      expect(defaulted.body.error.message).toContain('prompt tokens + max_tokens 4096 (the default when max_tokens is not set)');
+    });
+
+    it('says when even max_tokens 1 cannot fit beside the prompt', async () => {
+      const { key } = await customer({ credit: 0.000080 });
+      const res = await chat(key, { messages: hello, max_tokens: 1 });
+      expect(res.status).toBe(402);
+      expect(res.body.error.message).toMatch(/but \$0\.00008 is available\. Even max_tokens 1 does not fit with this prompt: add credit or send a shorter prompt\.$/);
+    });
+
+    it('counts max_tokens once per prompt of a text completion in the 402', async () => {
+      const { key } = await customer({ credit: 0.001 });
+      const res = await api.call('POST', '/v1/completions', { token: key, body: { model: 'chat-2', prompt: ['Once upon', 'a time'], max_tokens: 50 } });
+      expect(res.status).toBe(402);
+      expect(res.body.error.message).toMatch(/\(\d+ prompt tokens \+ max_tokens 50 for each of 2 prompts, at \$0\.08 per 1,000 tokens\) but \$0\.001 is available/);
     });
 
     it('serves test keys from the simulator without charging anything', async () => {

@@ -1,3 +1,4 @@
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { clientFor } from './client';
 import { distributed, embedded, type RunningService, type Starter } from './harness';
@@ -70,6 +71,40 @@ describe.each(modes)('foundation (%s)', (_mode, start) => {
       const { key } = await api.newCustomer({ key: { mode: 'test' } });
       expect(key).toMatch(/^oc_test_[A-Za-z0-9_-]{43}$/);
       expect((await api.call('GET', '/v1/health', { token: key })).status).toBe(200);
+    });
+  });
+
+  describe('models', () => {
+    // Published 2026-01-01: a fixed date, never the time of the request.
+    const model = (id: string) => ({ id, object: 'model', created: 1_767_225_600, owned_by: 'oc' });
+
+    it("lists the spec's models in OpenAI's shape to any valid key", async () => {
+      const { key } = await api.newCustomer({ scopes: ['webhook:read'] });
+      const first = await api.call('GET', '/v1/models', { token: key });
+      expect(first.status).toBe(200);
+      expect(first.body).toEqual({ object: 'list', data: [model('chat-2'), model('video-2'), model('video-2-pro')] });
+      expectRateLimitHeaders(first.headers);
+      expect((await api.call('GET', '/v1/models/video-2-pro', { token: key })).body).toEqual(first.body.data[2]);
+      expect((await api.call('GET', '/v1/models')).status).toBe(401);
+    });
+
+    it('answers an unknown model with 404 model_not_found naming the model', async () => {
+      const { key } = await api.newCustomer();
+      const res = await api.call('GET', '/v1/models/gpt-4o', { token: key });
+      expect(res.status).toBe(404);
+      expect(res.body).toEqual({
+        error: { type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: expect.stringContaining("'gpt-4o'") },
+      });
+    });
+
+    it('serves the official openai SDK, unchanged', async () => {
+      const { key } = await api.newCustomer();
+      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: key, maxRetries: 0 });
+      const ids: string[] = [];
+      for await (const m of client.models.list()) ids.push(m.id);
+      expect(ids).toEqual(['chat-2', 'video-2', 'video-2-pro']);
+      expect(await client.models.retrieve('chat-2')).toEqual(model('chat-2'));
+      await expect(client.models.retrieve('nope')).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
     });
   });
 
@@ -207,6 +242,70 @@ describe.each(modes)('foundation (%s)', (_mode, start) => {
       expect((await api.call('GET', '/v1/health', { token: key })).headers.get('x-ratelimit-limit')).toBe('10');
       expect((await api.admin('PATCH', `/organizations/${orgId}`, { tier: 'premium' })).body.tier).toBe('premium');
       expect((await api.call('GET', '/v1/health', { token: key })).headers.get('x-ratelimit-limit')).toBe('100');
+    });
+  });
+
+  describe('enterprise custom limits', () => {
+    const ENTERPRISE = { requests_per_minute: 2_000, requests_per_day: 1_000_000, chat_requests_per_minute: 1_000, chat_tokens_per_day: 100_000_000 };
+
+    it("apply from the very next request, show in the headers and the organization, and null restores the tier's", async () => {
+      // A key allowing more than the organization, so that the organization's window is the tightest.
+      const { orgId, key } = await api.newCustomer({ tier: 'enterprise', key: { rate_limit_per_minute: 100_000 } });
+      expect((await api.call('GET', '/v1/health', { token: key })).headers.get('x-ratelimit-limit')).toBe('2000');
+      expect((await api.admin('GET', `/organizations/${orgId}`)).body.limits).toEqual(ENTERPRISE);
+
+      const set = await api.admin('PATCH', `/organizations/${orgId}`, { limits: { requests_per_minute: 3 } });
+      expect(set.status).toBe(200);
+      expect(set.body).toMatchObject({ id: orgId, tier: 'enterprise', limits: { ...ENTERPRISE, requests_per_minute: 3 } });
+      const answers = [];
+      for (let i = 0; i < 4; i++) answers.push(await api.call('GET', '/v1/health', { token: key }));
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 429]);
+      expect(answers.map((a) => a.headers.get('x-ratelimit-limit'))).toEqual(['3', '3', '3', '3']);
+      expect(answers[3]!.body.error.code).toBe('rate_limit_exceeded');
+
+      const restored = await api.admin('PATCH', `/organizations/${orgId}`, { limits: { requests_per_minute: null } });
+      expect(restored.body.limits).toEqual(ENTERPRISE);
+      const after = await api.call('GET', '/v1/health', { token: key });
+      expect(after.status).toBe(200);
+      expect(after.headers.get('x-ratelimit-limit')).toBe('2000');
+    });
+
+    it('apply to the chat windows too', async () => {
+      const { orgId, key } = await api.newCustomer({ tier: 'enterprise', key: { rate_limit_per_minute: 100_000 } });
+      await api.admin('PATCH', `/organizations/${orgId}`, { limits: { chat_requests_per_minute: 2 } });
+      const statuses = [];
+      for (let i = 0; i < 3; i++) statuses.push((await api.call('GET', '/v1/chat/completions', { token: key })).status);
+      expect(statuses).toEqual([200, 200, 429]);
+      expect((await api.call('GET', '/v1/health', { token: key })).status).toBe(200);
+    });
+
+    it('take positive whole numbers only, naming the figure at fault', async () => {
+      const { orgId } = await api.newCustomer({ tier: 'enterprise' });
+      for (const [limits, param] of [
+        [{ requests_per_minute: 0 }, 'limits.requests_per_minute'],
+        [{ chat_tokens_per_day: 1.5 }, 'limits.chat_tokens_per_day'],
+        [{ requests_per_day: '10' }, 'limits.requests_per_day'],
+        [{ chat_requests_per_minute: -1 }, 'limits.chat_requests_per_minute'],
+        [{ request_per_minute: 5 }, 'limits.request_per_minute'],
+      ] as const) {
+        const res = await api.admin('PATCH', `/organizations/${orgId}`, { limits });
+        expect(res.status).toBe(400);
+        expect(res.body.error).toMatchObject({ type: 'invalid_request_error', param });
+      }
+      expect((await api.admin('GET', `/organizations/${orgId}`)).body.limits).toEqual(ENTERPRISE);
+    });
+
+    it('are for enterprise only, and leaving enterprise clears them', async () => {
+      const { orgId: standard } = await api.newCustomer({ tier: 'standard' });
+      const refused = await api.admin('PATCH', `/organizations/${standard}`, { limits: { requests_per_minute: 3 } });
+      expect(refused.status).toBe(400);
+      expect(refused.body.error).toMatchObject({ code: 'custom_limits_require_enterprise', param: 'limits' });
+      const upgraded = await api.admin('PATCH', `/organizations/${standard}`, { tier: 'enterprise', limits: { requests_per_minute: 3 } });
+      expect(upgraded.body).toMatchObject({ tier: 'enterprise', limits: { ...ENTERPRISE, requests_per_minute: 3 } });
+
+      const premium = await api.admin('PATCH', `/organizations/${standard}`, { tier: 'premium' });
+      expect(premium.body.limits).toEqual({ requests_per_minute: 500, requests_per_day: 50_000, chat_requests_per_minute: 300, chat_tokens_per_day: 10_000_000 });
+      expect((await api.admin('PATCH', `/organizations/${standard}`, { tier: 'enterprise' })).body.limits).toEqual(ENTERPRISE);
     });
   });
 

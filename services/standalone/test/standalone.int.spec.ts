@@ -60,6 +60,12 @@ describe('standalone first start', () => {
       expect(revoked.status).toBe(401);
       const ledger = await oc('ledger', org.id, '--json');
       expect(JSON.parse(ledger.out).data[0]).toMatchObject({ type: 'credit', amount: 3.5 });
+      const premium = await oc('orgs', 'set-limits', org.id, '--requests-per-minute', '3');
+      expect(premium.code).toBe(1);
+      expect(premium.err).toContain('custom_limits_require_enterprise');
+      expect((await oc('orgs', 'set-tier', org.id, 'enterprise')).code).toBe(0);
+      expect((await oc('orgs', 'set-limits', org.id, '--requests-per-minute', '3')).out).toMatch(/requests\s+3\/minute, 1000000\/day/);
+      expect((await oc('orgs', 'set-limits', org.id, '--requests-per-minute', 'default')).out).toMatch(/requests\s+2000\/minute/);
       const missing = await oc('orgs', 'get', 'org_nope');
       expect(missing.code).toBe(1);
       expect(missing.err).toContain('resource_not_found');

@@ -421,12 +421,13 @@ describe('delivery of video events', () => {
     await expect(create(listed, 'https://192.168.1.1/x')).rejects.toMatchObject({ code: 'invalid_url' });
   });
 
-  it('accepts only https:// URLs in production mode', async () => {
+  it('accepts only https:// URLs in production mode, and says how local receivers work', async () => {
     const w = await start({ allowPrivate: false });
     await expect(w.app.service.create({ org_id: ORG, url: 'http://hooks.example.com/x', events: ['video.completed'] })).rejects.toMatchObject({
       status: 400,
       code: 'invalid_url',
       param: 'url',
+      message: expect.stringMatching(/must use https:\/\/\. .*WEBHOOK_MODE=development and WEBHOOK_ALLOW_PRIVATE=1 .*accepts http:\/\/ and loopback URLs/),
     });
     const hook = await w.app.service.create({ org_id: ORG, url: 'https://hooks.example.com/x', events: ['video.completed'] });
     await expect(

@@ -7,6 +7,7 @@ import {
   type CreatedApiKey,
   DEFAULT_KEY_RATE_LIMIT_PER_MINUTE,
   DomainError,
+  effectiveLimits,
   type IdSource,
   type KeyPrincipal,
   type LedgerEntry,
@@ -86,7 +87,7 @@ export class BillingService {
   }
 
   async updateOrganization(m: BillingMessage<'updateOrganization'>): Promise<Organization> {
-    const { events } = await this.account({ type: 'ChangeTier', orgId: m.org_id, tier: m.tier });
+    const { events } = await this.account({ type: 'UpdateOrganization', orgId: m.org_id, tier: m.tier, limits: m.limits });
     if (events.length > 0) await this.deps.notifier.organizationChanged(m.org_id);
     return toOrganization(await this.organizationDoc(m.org_id));
   }
@@ -208,6 +209,7 @@ export class BillingService {
       scopes: key.scopes,
       rate_limit_per_minute: key.rate_limit_per_minute,
       tier: org.tier,
+      limits: effectiveLimits(org.tier, org.custom_limits),
       expires_at: key.expires_at,
     };
   }
@@ -236,6 +238,7 @@ const toOrganization = (doc: OrganizationDoc): Organization => ({
   object: 'organization',
   name: doc.name,
   tier: doc.tier,
+  limits: effectiveLimits(doc.tier, doc.custom_limits),
   created: doc.created,
 });
 

@@ -1,4 +1,12 @@
-import { type BillingEvent, DomainError, type Tier } from '@oc/contracts';
+import {
+  type BillingEvent,
+  type CustomLimits,
+  DomainError,
+  LIMIT_NAMES,
+  type LimitsChange,
+  NO_CUSTOM_LIMITS,
+  type Tier,
+} from '@oc/contracts';
 
 /**
  * The prepaid account of one organization (stream `account-<org_id>`). Available balance is
@@ -12,12 +20,22 @@ import { type BillingEvent, DomainError, type Tier } from '@oc/contracts';
  */
 export type AccountEvent = Extract<
   BillingEvent,
-  { type: 'OrganizationCreated' | 'TierChanged' | 'CreditsAdded' | 'FundsReserved' | 'ReservationCaptured' | 'ReservationReleased' }
+  {
+    type:
+      | 'OrganizationCreated'
+      | 'TierChanged'
+      | 'OrganizationLimitsChanged'
+      | 'CreditsAdded'
+      | 'FundsReserved'
+      | 'ReservationCaptured'
+      | 'ReservationReleased';
+  }
 >;
 
 export type AccountCommand =
   | { type: 'CreateOrganization'; orgId: string; name: string; tier: Tier; now: number }
-  | { type: 'ChangeTier'; orgId: string; tier: Tier }
+  /** A new tier, custom limits (enterprise only; null gives a figure back to the tier), or both. */
+  | { type: 'UpdateOrganization'; orgId: string; tier?: Tier; limits?: LimitsChange }
   | { type: 'AddCredits'; orgId: string; amountMicros: number; description: string }
   | { type: 'ReserveFunds'; orgId: string; reservationId: string; amountMicros: number; description: string; expiresAt: number }
   | { type: 'CaptureReservation'; orgId: string; reservationId: string; amountMicros: number }
@@ -39,6 +57,7 @@ export type AccountState =
       status: 'open';
       orgId: string;
       tier: Tier;
+      customLimits: CustomLimits;
       /** Credited minus captured. */
       balanceMicros: number;
       /** Open reservations by id. */
@@ -78,8 +97,28 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
   const org_id = state.orgId;
 
   switch (command.type) {
-    case 'ChangeTier':
-      return command.tier === state.tier ? [] : [{ type: 'TierChanged', data: { org_id, tier: command.tier } }];
+    case 'UpdateOrganization': {
+      const tier = command.tier ?? state.tier;
+      // Leaving enterprise ends the agreement its custom figures came with.
+      const kept = tier === 'enterprise' ? state.customLimits : NO_CUSTOM_LIMITS;
+      const limits = { ...kept };
+      for (const name of LIMIT_NAMES) {
+        const figure = command.limits?.[name];
+        if (figure !== undefined) limits[name] = figure;
+      }
+      if (tier !== 'enterprise' && Object.values(limits).some((figure) => figure !== null)) {
+        throw new DomainError({
+          kind: 'InvalidState',
+          code: 'custom_limits_require_enterprise',
+          message: `Custom limits are only for enterprise organizations, and this request leaves the organization ${tier}. Include "tier": "enterprise", or choose the tier whose limits fit.`,
+          param: 'limits',
+        });
+      }
+      const events: AccountEvent[] = [];
+      if (tier !== state.tier) events.push({ type: 'TierChanged', data: { org_id, tier } });
+      if (!sameLimits(limits, state.customLimits)) events.push({ type: 'OrganizationLimitsChanged', data: { org_id, limits } });
+      return events;
+    }
 
     case 'AddCredits':
       return [
@@ -172,6 +211,8 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
   }
 }
 
+const sameLimits = (a: CustomLimits, b: CustomLimits) => LIMIT_NAMES.every((name) => a[name] === b[name]);
+
 function settledOrMissing(state: AccountState & { status: 'open' }, reservationId: string): AccountEvent[] {
   if (state.settled.has(reservationId)) return [];
   throw new DomainError({ kind: 'NotFound', resource: 'reservation', id: reservationId });
@@ -187,6 +228,7 @@ function evolve(state: AccountState, event: AccountEvent): AccountState {
       status: 'open',
       orgId: event.data.org_id,
       tier: event.data.tier,
+      customLimits: NO_CUSTOM_LIMITS,
       balanceMicros: 0,
       reservations: new Map(),
       settled: new Map(),
@@ -196,6 +238,8 @@ function evolve(state: AccountState, event: AccountEvent): AccountState {
   switch (event.type) {
     case 'TierChanged':
       return { ...state, tier: event.data.tier };
+    case 'OrganizationLimitsChanged':
+      return { ...state, customLimits: event.data.limits };
     case 'CreditsAdded':
       return { ...state, balanceMicros: state.balanceMicros + event.data.amount_micros };
     case 'FundsReserved':

@@ -17,7 +17,15 @@ type Stored = StoredEvent & BillingEvent;
  */
 export const accountsProjection: Projection = {
   name: 'billing-accounts',
-  canHandle: ['OrganizationCreated', 'TierChanged', 'CreditsAdded', 'FundsReserved', 'ReservationCaptured', 'ReservationReleased'],
+  canHandle: [
+    'OrganizationCreated',
+    'TierChanged',
+    'OrganizationLimitsChanged',
+    'CreditsAdded',
+    'FundsReserved',
+    'ReservationCaptured',
+    'ReservationReleased',
+  ],
   async handle(stored, ctx) {
     const event = stored as Stored;
     const orgs = ctx.collection<OrganizationDoc>(Collections.organizations);
@@ -39,6 +47,9 @@ export const accountsProjection: Projection = {
     switch (event.type) {
       case 'TierChanged':
         org.tier = event.data.tier;
+        break;
+      case 'OrganizationLimitsChanged':
+        org.custom_limits = event.data.limits;
         break;
       case 'CreditsAdded':
         org.balance_micros += event.data.amount_micros;

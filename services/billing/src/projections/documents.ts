@@ -1,10 +1,12 @@
-import type { Scope, Tier } from '@oc/contracts';
+import type { CustomLimits, Scope, Tier } from '@oc/contracts';
 import type { CollectionSpec } from '@oc/readmodel';
 
 export interface OrganizationDoc {
   _id: string;
   name: string;
   tier: Tier;
+  /** Absent on organizations projected before custom limits existed: they have none. */
+  custom_limits?: CustomLimits;
   created: number;
   /** Credited minus captured, micro-USD. */
   balance_micros: number;

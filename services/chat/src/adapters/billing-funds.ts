@@ -2,7 +2,7 @@ import { Subjects, unwrap } from '@oc/contracts';
 import type { ServiceClient } from '@oc/messaging';
 import type { Funds } from '../application/ports';
 
-/** Funds held and charged by the billing service over the bus; its 402 reaches the client unchanged. */
+/** Funds held and charged by the billing service over the bus; its 402 is thrown with the amounts it compared. */
 export function billingFunds(client: ServiceClient): Funds {
   return {
     async reserve(org_id, reservation_id, amount_micros, description, expires_at) {

@@ -8,6 +8,7 @@ import {
   DomainError,
   type FinishReason,
   type IdSource,
+  insufficientFunds,
   type StoredChatMessage,
   type TextCompletion,
   toApiError,
@@ -18,7 +19,7 @@ import { aggregateStream, type CommandHandler, type EventStore } from '@oc/event
 import { pageAfter, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { conversationTokens, trimToContext } from '../domain/context';
-import { chargeMicros, costMicros } from '../domain/pricing';
+import { chargeMicros, costMicros, reservationRefusedMessage } from '../domain/pricing';
 import { type CompletionCommand, completionDecider, completionStream } from '../domain/completion';
 import { conversation, ownedConversation, sessionDecider, sessionStream } from '../domain/session';
 import { theoryInstruction } from '../domain/theory';
@@ -131,7 +132,7 @@ export class ChatService {
       now,
       m,
       [{ messages: conversation.messages, promptTokens: conversation.tokens }],
-      m.max_tokens ?? this.deps.pricing.defaultMaxTokens,
+      m.max_tokens ?? undefined,
       'Chat completion',
     );
     const record = (outcome: Outcome) =>
@@ -258,17 +259,22 @@ export class ChatService {
     return ownedConversation(state, orgId, sessionId).map(({ role, content }) => ({ role, content }));
   }
 
-  /** Holds the most the call can cost (every prompt token plus the whole `max_tokens`) before any upstream work. */
+  /**
+   * Holds the most the call can cost (every prompt token plus the whole `max_tokens`, the default cap when the
+   * request names none) before any upstream work.
+   */
   private async reserve(
     id: string,
     now: number,
     request: Caller & { temperature: number; stop?: string | string[] | null | undefined },
     prompts: Job['prompts'],
-    maxTokens: number,
+    requestedMaxTokens: number | undefined,
     description: string,
   ): Promise<Job> {
-    const bound = prompts.reduce((sum, p) => sum + p.promptTokens + maxTokens, 0);
-    const reservedMicros = costMicros(bound, this.deps.pricing.microsPer1kTokens);
+    const maxTokens = requestedMaxTokens ?? this.deps.pricing.defaultMaxTokens;
+    const promptTokens = prompts.reduce((sum, p) => sum + p.promptTokens, 0);
+    const { microsPer1kTokens } = this.deps.pricing;
+    const reservedMicros = costMicros(promptTokens + prompts.length * maxTokens, microsPer1kTokens);
     const job: Job = {
       id,
       created: unixSeconds(now),
@@ -295,11 +301,21 @@ export class ChatService {
       await this.deps.funds.reserve(request.org_id, id, reservedMicros, description, unixSeconds(now + deadlineMs + RESERVATION_GRACE_MS));
     } catch (error) {
       // Refused for funds, nothing is held; after any other failure that is unknown, so release to be sure.
-      const settled =
-        error instanceof ApiError && error.status === 402
-          ? this.settle(id, 'released', 0)
-          : this.releaseAndSettle(job.caller.org_id, id, 'released');
+      const refused = error instanceof ApiError && error.status === 402 ? error : undefined;
+      const settled = refused ? this.settle(id, 'released', 0) : this.releaseAndSettle(job.caller.org_id, id, 'released');
       await settled.catch((err: unknown) => this.deps.logger.warn({ err, completionId: id }, 'reservation not settled; the sweep will'));
+      // Billing's 402 knows amounts, not tokens: restate it in terms of the max_tokens that made the bound.
+      if (refused?.funds) {
+        const bound = {
+          promptTokens,
+          prompts: prompts.length,
+          maxTokens,
+          maxTokensDefaulted: requestedMaxTokens === undefined,
+          reservedMicros,
+          microsPer1kTokens,
+        };
+        throw insufficientFunds(reservedMicros, refused.funds.availableMicros, reservationRefusedMessage(bound, refused.funds.availableMicros));
+      }
       throw error;
     }
     return job;

@@ -26,7 +26,7 @@ export interface Tokenizer {
   measure(texts: string[], cap: number): Promise<number[]>;
 }
 
-/** The billing service's reservations, in integer micro-USD; a refusal throws the 402 to pass on. */
+/** The billing service's reservations, in integer micro-USD; a refusal throws billing's 402, with its `funds`. */
 export interface Funds {
   /** `expiresAt` (unix seconds): billing releases the reservation itself if it is still open then. */
   reserve(orgId: string, reservationId: string, amountMicros: number, description: string, expiresAt: number): Promise<void>;

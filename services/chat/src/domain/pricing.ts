@@ -1,4 +1,4 @@
-import type { Usage } from '@oc/contracts';
+import { formatUsd, type Usage } from '@oc/contracts';
 
 /**
  * Token prices in integer micro-USD per 1,000 tokens (0.08 USD = 80,000). A request's cost is rounded
@@ -10,3 +10,34 @@ export const costMicros = (tokens: number, microsPer1kTokens: number) => Math.ce
 /** What a completion is charged: its usage, capped at what was reserved for it. */
 export const chargeMicros = (usage: Usage, microsPer1kTokens: number, reservedMicros: number) =>
   Math.min(costMicros(usage.total_tokens, microsPer1kTokens), reservedMicros);
+
+export interface ReservationBound {
+  /** Prompt tokens of every prompt together. */
+  promptTokens: number;
+  /** Prompts in the request (a text completion may send several; each gets `max_tokens`). */
+  prompts: number;
+  maxTokens: number;
+  /** The request set no `max_tokens`, so the configured default was reserved. */
+  maxTokensDefaulted: boolean;
+  reservedMicros: number;
+  microsPer1kTokens: number;
+}
+
+/**
+ * A 402 in the request's own terms: what `max_tokens` made it reserve, what is available, and what to do. The
+ * largest `max_tokens` that fits is exact: a bound of T tokens costs ceil(T × price / 1000) micro-USD, which
+ * stays within the available balance exactly when T ≤ floor(available × 1000 / price).
+ */
+export function reservationRefusedMessage(bound: ReservationBound, availableMicros: number): string {
+  const { promptTokens, prompts, maxTokens, reservedMicros, microsPer1kTokens } = bound;
+  const affordableTokens = Math.floor((Math.max(0, availableMicros) * 1000) / microsPer1kTokens);
+  const fittingMaxTokens = Math.floor((affordableTokens - promptTokens) / prompts);
+  const what =
+    `${promptTokens} prompt tokens + max_tokens ${maxTokens}${prompts > 1 ? ` for each of ${prompts} prompts` : ''}` +
+    `${bound.maxTokensDefaulted ? ' (the default when max_tokens is not set)' : ''}, at ${formatUsd(microsPer1kTokens)} per 1,000 tokens`;
+  const advice =
+    fittingMaxTokens >= 1
+      ? `Lower max_tokens to reserve less: max_tokens ${fittingMaxTokens} or less fits this balance. Only the tokens used are charged.`
+      : 'Even max_tokens 1 does not fit with this prompt: add credit or send a shorter prompt.';
+  return `Insufficient balance: this request reserves up to ${formatUsd(reservedMicros)} (${what}) but ${formatUsd(availableMicros)} is available. ${advice}`;
+}

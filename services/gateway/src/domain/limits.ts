@@ -1,4 +1,4 @@
-import { TIER_LIMITS, type KeyPrincipal } from '@oc/contracts';
+import type { KeyPrincipal } from '@oc/contracts';
 
 const MINUTE = 60;
 const DAY = 86_400;
@@ -13,19 +13,20 @@ export interface LimitWindow {
 }
 
 /**
- * The request windows that apply to one authenticated request, from the spec's Limits table: the
- * key's own per-minute limit, the tier's per-minute and per-day limits for the organization, and on
- * chat endpoints the tier's chat per-minute limit.
+ * The request windows that apply to one authenticated request, from the spec's Limits table: the key's own
+ * per-minute limit, the organization's per-minute and per-day limits, and on chat endpoints its chat
+ * per-minute limit. The organization's figures come with the key's principal (its tier's, or custom ones),
+ * so a change reaches every gateway as a tier change does: billing's broadcast drops the cached principal.
  */
 export function requestWindows(principal: KeyPrincipal, chat: boolean): LimitWindow[] {
-  const tier = TIER_LIMITS[principal.tier];
+  const { limits } = principal;
   const windows: LimitWindow[] = [
     { name: 'key_minute', subject: principal.key_id, points: principal.rate_limit_per_minute, durationSeconds: MINUTE },
-    { name: 'org_minute', subject: principal.org_id, points: tier.requestsPerMinute, durationSeconds: MINUTE },
-    { name: 'org_day', subject: principal.org_id, points: tier.requestsPerDay, durationSeconds: DAY },
+    { name: 'org_minute', subject: principal.org_id, points: limits.requests_per_minute, durationSeconds: MINUTE },
+    { name: 'org_day', subject: principal.org_id, points: limits.requests_per_day, durationSeconds: DAY },
   ];
   if (chat) {
-    windows.push({ name: 'chat_minute', subject: principal.org_id, points: tier.chatRequestsPerMinute, durationSeconds: MINUTE });
+    windows.push({ name: 'chat_minute', subject: principal.org_id, points: limits.chat_requests_per_minute, durationSeconds: MINUTE });
   }
   return windows;
 }
@@ -35,7 +36,7 @@ export function chatTokenWindow(principal: KeyPrincipal): LimitWindow {
   return {
     name: 'chat_tokens_day',
     subject: principal.org_id,
-    points: TIER_LIMITS[principal.tier].chatTokensPerDay,
+    points: principal.limits.chat_tokens_per_day,
     durationSeconds: DAY,
   };
 }

@@ -47,7 +47,11 @@ export function adminRoutes(): Route<'admin'>[] {
       method: 'PATCH',
       path: org,
       scope: null,
-      doc: { summary: "Change an organization's tier", request: UpdateOrganizationBody, response: OrganizationSchema },
+      doc: {
+        summary: "Change an organization's tier and (enterprise) custom limits; null gives a figure back to the tier",
+        request: UpdateOrganizationBody,
+        response: OrganizationSchema,
+      },
       handle: ({ services, params, body, headers }) =>
         services.request(
           Subjects.billing.updateOrganization,

@@ -25,7 +25,7 @@ export interface Route<P = KeyPrincipal> {
   method: Method;
   /** Express-style path with `:params`. */
   path: string;
-  /** Scope the key needs; null where any valid key of the organization may call (health, balance). */
+  /** Scope the key needs; null where any valid key of the organization may call (health, balance, models). */
   scope: Scope | null;
   /** Counts against the tier's chat limits. */
   chat?: boolean;

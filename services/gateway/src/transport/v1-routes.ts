@@ -1,10 +1,10 @@
-import { BalanceSchema, HealthSchema, Subjects } from '@oc/contracts';
+import { BalanceSchema, HealthSchema, MODELS, ModelListSchema, ModelSchema, notFound, Subjects } from '@oc/contracts';
 import { type ChatRouteOptions, chatRoutes } from './chat-routes';
 import type { Route } from './routes';
 import { webhookRoutes } from './webhook-routes';
 import { videoRoutes } from './video-routes';
 
-/** The public `/v1` surface: health and account here; each service's routes come from its own file. */
+/** The public `/v1` surface: health, account and models here; each service's routes come from its own file. */
 export function v1Routes(version: string, now: () => number, chat: ChatRouteOptions = {}): Route[] {
   return [
     {
@@ -21,6 +21,26 @@ export function v1Routes(version: string, now: () => number, chat: ChatRouteOpti
       doc: { summary: "The organization's prepaid balance", response: BalanceSchema },
       handle: ({ services, principal, headers }) =>
         services.request(Subjects.billing.getBalance, { org_id: principal.org_id }, { headers }),
+    },
+    {
+      method: 'GET',
+      path: '/v1/models',
+      scope: null,
+      doc: { summary: "The models this API serves, in OpenAI's list shape", response: ModelListSchema },
+      handle: async () => ({ ok: true, data: { object: 'list', data: MODELS } }),
+    },
+    {
+      method: 'GET',
+      path: '/v1/models/:model',
+      scope: null,
+      doc: { summary: 'One model', response: ModelSchema },
+      handle: async ({ params }) => {
+        const model = MODELS.find((m) => m.id === params.model);
+        if (!model) {
+          throw notFound('model_not_found', `The model '${params.model}' does not exist; GET /v1/models lists the models served.`, 'model');
+        }
+        return { ok: true, data: model };
+      },
     },
     ...chatRoutes(chat),
     ...videoRoutes(),

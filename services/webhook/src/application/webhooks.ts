@@ -70,7 +70,14 @@ export class WebhookService {
   private async checkUrl(url: string) {
     const parsed = new URL(url);
     if (parsed.protocol !== 'https:' && !this.deps.policy.allowPlainHttp) {
-      throw invalidRequest('invalid_url', "Invalid 'url': webhook URLs must use https://.", 'url');
+      // The developer who meets this most is one pointing a webhook at a receiver on their own machine: say how.
+      throw invalidRequest(
+        'invalid_url',
+        "Invalid 'url': webhook URLs must use https://. For a receiver on your own machine during development, run the " +
+          'service with WEBHOOK_MODE=development and WEBHOOK_ALLOW_PRIVATE=1 (pnpm start is in development mode already): ' +
+          'it then accepts http:// and loopback URLs such as http://localhost:4242/webhooks.',
+        'url',
+      );
     }
     if (await isRefusedDestination(parsed, this.deps.policy.destinations, this.deps.policy.resolveHost)) {
       throw invalidRequest(

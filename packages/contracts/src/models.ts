@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { CHAT_MODELS } from './chat';
+import { VIDEO_MODELS } from './video';
+
+/** `GET /v1/models/{model}`: OpenAI's model object, so its SDKs' `models.retrieve` reads it unchanged. */
+export const ModelSchema = z.object({
+  id: z.string(),
+  object: z.literal('model'),
+  /** Unix seconds: when the model was published here, fixed so that clients can cache and compare it. */
+  created: z.int(),
+  owned_by: z.string(),
+});
+export type Model = z.infer<typeof ModelSchema>;
+
+/** `GET /v1/models`: OpenAI's list, without pagination (its SDKs read `data` and stop). */
+export const ModelListSchema = z.object({ object: z.literal('list'), data: z.array(ModelSchema) });
+
+type ModelId = (typeof CHAT_MODELS)[number] | (typeof VIDEO_MODELS)[number];
+
+/**
+ * Every model the API serves, with a publication date that never moves (a `created` of "now" would change
+ * on every call). A model added to `CHAT_MODELS` or `VIDEO_MODELS` must be given its date here.
+ */
+const PUBLISHED: Record<ModelId, number> = {
+  'chat-2': 1_767_225_600, // 2026-01-01T00:00:00Z
+  'video-2': 1_767_225_600,
+  'video-2-pro': 1_767_225_600,
+};
+
+export const MODELS: readonly Model[] = [...CHAT_MODELS, ...VIDEO_MODELS].map((id) => ({
+  id,
+  object: 'model' as const,
+  created: PUBLISHED[id],
+  owned_by: 'oc',
+}));
