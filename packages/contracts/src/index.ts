@@ -14,3 +14,4 @@ export * from './chat';
 export * from './video';
 export * from './gateway';
 export * from './configuration';
+export * from './streams';

@@ -1,4 +1,4 @@
-import { type BillingEvent, DomainError, type Tier } from '@oc/contracts';
+import { type BillingEvent, DomainError, type Tier, BillingStreams, streamName } from '@oc/contracts';
 
 /**
  * The prepaid account of one organization (stream `account-<org_id>`). Available balance is
@@ -47,7 +47,7 @@ export type AccountState =
       settled: Map<string, Settlement>;
     };
 
-export const accountStream = (orgId: string) => `account-${orgId}`;
+export const accountStream = (orgId: string) => streamName(BillingStreams.account, orgId);
 
 export function availableMicros(state: AccountState): number {
   if (state.status !== 'open') return 0;
