@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { BillingEvents, ChatEvents, VideoEvents, WebhookEvents } from '../src';
 import { ownsStream, STREAM_CATEGORIES, streamCategory, streamName } from '../src/streams';
 
 describe('stream ownership', () => {
@@ -19,5 +20,11 @@ describe('stream ownership', () => {
     expect(['chat-s', 'completion-c', 'account-o', 'apikey-k', 'webhook-w', 'delivery-d'].filter(chat)).toEqual(['chat-s', 'completion-c']);
     expect(['account-o', 'apikey-k', 'video-v'].filter(ownsStream('billing'))).toEqual(['account-o', 'apikey-k']);
     expect(['webhook-w', 'delivery-d', 'video-v'].filter(ownsStream('webhook'))).toEqual(['webhook-w', 'delivery-d']);
+  });
+
+  it('gives no two services an event type of the same name', () => {
+    // Services share one log, and projections pick their events by type: a shared name would mix them up.
+    const types = [BillingEvents, ChatEvents, VideoEvents, WebhookEvents].flatMap((events) => Object.keys(events));
+    expect(new Set(types).size).toBe(types.length);
   });
 });
