@@ -169,6 +169,9 @@ export const ReservationSchema = z.object({
 
 // ---------- Domain events of the billing service ----------
 
+/** The stream categories billing writes (`account-<org_id>`, `apikey-<key_id>`): its outbox relay publishes these only. */
+export const BillingStreams = { account: 'account', apiKey: 'apikey' } as const;
+
 export const BillingEvents = {
   OrganizationCreated: z.object({ org_id: z.string(), name: z.string(), tier: TierSchema, created: z.int() }),
   TierChanged: z.object({ org_id: z.string(), tier: TierSchema }),

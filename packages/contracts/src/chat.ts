@@ -176,6 +176,9 @@ export const CancelStreamSchema = z.object({ stream_to: z.string().min(1) });
 
 // ---------- Domain events of the chat service ----------
 
+/** The stream categories chat writes (`chat-<session_id>`, `completion-<id>`): its outbox relay publishes these only. */
+export const ChatStreams = { session: 'chat', completion: 'completion' } as const;
+
 export const StoredChatMessageSchema = z.object({ role: ChatRoleSchema, content: z.string(), created_at: z.int() });
 export type StoredChatMessage = z.infer<typeof StoredChatMessageSchema>;
 

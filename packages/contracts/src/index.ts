@@ -15,3 +15,4 @@ export * from './video';
 export * from './gateway';
 export * from './configuration';
 export * from './models';
+export * from './streams';

@@ -120,6 +120,9 @@ export type VideoMessage<K extends keyof typeof VideoMessages> = z.infer<(typeof
 
 // ---------- Domain events of the video service (stream `video-<id>`) ----------
 
+/** The stream category the video service writes (`video-<id>`): its outbox relay publishes this only. */
+export const VideoStreams = { video: 'video' } as const;
+
 const VideoKey = { org_id: z.string(), video_id: z.string() };
 
 export const VideoEvents = {

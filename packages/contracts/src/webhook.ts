@@ -174,6 +174,9 @@ export type WebhookMessage<K extends keyof typeof WebhookMessages> = z.infer<(ty
 
 // ---------- Domain events of the webhook service ----------
 
+/** The stream categories the webhook service writes (`webhook-<id>`, `delivery-<id>`): its outbox relay publishes these only. */
+export const WebhookStreams = { webhook: 'webhook', delivery: 'delivery' } as const;
+
 /** Secrets travel and rest only in this form: AES-256-GCM under the service's key. */
 const EncryptedSecret = z.string();
 const WebhookRef = { webhook_id: z.string(), org_id: z.string() };

@@ -289,12 +289,14 @@ export class SqliteEventStore implements EventStore {
         rows.push({ ...row, stream: append.streamName, revision: outcome.firstRevision + n, position: outcome.firstPosition + n, created }),
       );
     });
-    if (rows.length > 0) {
+    // A poll that ran between the commit and this answer has handed these over already.
+    const fresh = rows.filter((row) => row.position > this.head);
+    if (fresh.length > 0) {
       // Another process may have committed just before us: its events come first.
-      if (this.live.size > 0 && rows[0]!.position !== this.head + 1) {
-        this.publish(this.selectBetween.all(this.head, rows[0]!.position).map(toStored));
+      if (this.live.size > 0 && fresh[0]!.position !== this.head + 1) {
+        this.publish(this.selectBetween.all(this.head, fresh[0]!.position).map(toStored));
       }
-      this.publish(this.live.size > 0 ? rows.map(toStored) : [], rows.at(-1)!.position);
+      this.publish(this.live.size > 0 ? fresh.map(toStored) : [], fresh.at(-1)!.position);
     }
     outcomes.forEach((outcome, i) => {
       const append = batch[i]!;

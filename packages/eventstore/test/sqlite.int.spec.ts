@@ -113,6 +113,61 @@ describe('sqlite event store on a file', () => {
     await subscription.stop();
   });
 
+  it("hands every event once, in order, when its own commits and another process's interleave with the poll", async () => {
+    // Services sharing one file: each process's subscriptions get their own commits at once and the others'
+    // by polling. A poll that runs after our commit but before its answer reaches us reads our events too;
+    // they must not be handed over a second time when the answer arrives.
+    const filename = newFile();
+    const a = openStore(filename, { pollIntervalMs: 1 });
+    const b = openStore(filename);
+    const received: number[] = [];
+    const subscription = a.subscribeToAll((batch) => void received.push(...batch.map((e) => e.position)));
+
+    const writes = (store: SqliteEventStore, name: string) =>
+      (async () => {
+        for (let i = 0; i < 150; i++) {
+          await Promise.all(
+            [0, 1, 2].map((n) => store.appendToStream(`${name}-${n}`, [{ type: 'Appended', data: { i } }], { expectedRevision: 'any' })),
+          );
+        }
+      })();
+    await Promise.all([writes(a, 'a'), writes(b, 'b')]);
+    const all = (await a.readAll({ maxCount: 10_000 })).map((e) => e.position);
+    expect(all).toHaveLength(900);
+    await vi.waitFor(() => expect(received.length).toBeGreaterThanOrEqual(all.length));
+    expect(received).toEqual(all);
+    await subscription.stop();
+  });
+
+  it('does not hand over its own commit twice when a poll read it before the commit was answered', async () => {
+    const filename = newFile();
+    const a = openStore(filename, { pollIntervalMs: 3_600_000 });
+    const b = openStore(filename);
+    // The poll runs right after the writer thread committed, before this thread hears back from it.
+    const internals = a as unknown as { writer: { commit: (...args: unknown[]) => Promise<unknown> }; pollOthers(): void };
+    const commit = internals.writer.commit.bind(internals.writer);
+    internals.writer.commit = async (...args) => {
+      const outcome = await commit(...args);
+      internals.pollOthers();
+      return outcome;
+    };
+    const received: number[] = [];
+    // A subscriber busy with its batch (a relay waiting for NATS) while the next ones queue up.
+    const subscription = a.subscribeToAll(async (batch) => {
+      received.push(...batch.map((e) => e.position));
+      await new Promise((r) => setTimeout(r, 5));
+    });
+
+    await b.appendToStream('b-1', [{ type: 'Appended', data: {} }], { expectedRevision: 'any' });
+    await a.appendToStream('a-1', [{ type: 'Appended', data: {} }, { type: 'Appended', data: {} }], { expectedRevision: 'any' });
+    await b.appendToStream('b-1', [{ type: 'Appended', data: {} }], { expectedRevision: 'any' });
+    await a.appendToStream('a-1', [{ type: 'Appended', data: {} }], { expectedRevision: 'any' });
+    await vi.waitFor(() => expect(received.length).toBeGreaterThanOrEqual(5));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(received).toEqual([1, 2, 3, 4, 5]);
+    await subscription.stop();
+  });
+
   it('wakes a live subscription on an append in the same process without waiting for the poll', async () => {
     const store = openStore(':memory:', { pollIntervalMs: 3_600_000 });
     const received: StoredEvent[] = [];

@@ -29,8 +29,15 @@ export async function ensureEventsStream(jsm: JetStreamManager): Promise<void> {
 }
 
 export interface OutboxRelayOptions {
-  /** The service whose log this is: events go to `events.<service>.<type>`. */
+  /** The service whose events these are: they go to `events.<service>.<type>`. */
   service: string;
+  /**
+   * Whether `service` writes this stream (`ownsStream(service)` from the contracts). Only those events are
+   * published: where services share one event store, the log also holds other services' events, and
+   * publishing them here under this service's subject would, through JetStream's de-duplication on the
+   * event id, hide them from their owner's consumers.
+   */
+  owns: (streamName: string) => boolean;
   eventStore: EventStore;
   checkpoints: CheckpointStore;
   js: JetStreamClient;
@@ -41,19 +48,21 @@ export interface OutboxRelayOptions {
 }
 
 /**
- * Publishes every stored event (its JSON) to JetStream with msgID = event id, a batch at a time, and
- * checkpoints after the publish acks. A crash in between republishes, and JetStream drops the duplicates.
+ * Publishes every stored event of the service's own streams (its JSON) to JetStream with msgID = event id,
+ * a batch at a time, and checkpoints after the publish acks. A crash in between republishes, and JetStream
+ * drops the duplicates. Other services' events in the same store are skipped.
  */
 export function startOutboxRelay(options: OutboxRelayOptions): Promise<Subscription> {
-  const { service, js } = options;
+  const { service, js, owns } = options;
   const logger = new Logger(`OutboxRelay(${service})`);
   return subscribeCheckpointed({
     eventStore: options.eventStore,
     checkpoints: options.checkpoints,
     name: options.name ?? `outbox-relay.${service}`,
     handle: async (events) => {
-      await Promise.all(events.map((event) => js.publish(eventSubject(service, event.type), JSON.stringify(event), { msgID: event.id })));
-      return true;
+      const own = events.filter((event) => owns(event.streamName));
+      await Promise.all(own.map((event) => js.publish(eventSubject(service, event.type), JSON.stringify(event), { msgID: event.id })));
+      return own.length > 0;
     },
     retryDelay: options.retryDelay ?? exponentialBackoff(),
     onError: options.onError ?? ((error, events) => logger.warn(`Retrying ${describe(events)}: ${String(error)}`)),

@@ -25,7 +25,7 @@ export interface ServiceClient {
 export interface EventFilter {
   /** Only events of these types (e.g. `['VideoCompleted']`). */
   types: readonly string[];
-  /** Only events from this service's log (the `<service>` in `events.<service>.<type>`). */
+  /** Only events of this service's streams (the `<service>` in `events.<service>.<type>`). */
   service: string;
 }
 

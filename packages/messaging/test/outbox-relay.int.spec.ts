@@ -1,6 +1,6 @@
 import { jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { EVENTS_STREAM } from '@oc/contracts';
+import { EVENTS_STREAM, ownsStream } from '@oc/contracts';
 import { SqliteCheckpointStore, SqliteEventStore, type CheckpointStore, type StoredEvent } from '@oc/eventstore';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { JetStreamEventBus, ensureEventsStream, startOutboxRelay, type OutboxRelayOptions } from '../src';
@@ -46,7 +46,7 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
       return subscription;
     };
     const relay = (overrides: Partial<OutboxRelayOptions> = {}) =>
-      startOutboxRelay({ service, eventStore: store, checkpoints, js, onError: () => {}, ...overrides });
+      startOutboxRelay({ service, owns: ownsStream('video'), eventStore: store, checkpoints, js, onError: () => {}, ...overrides });
     return { service, store, checkpoints, append, subjectCounts, consume, relay };
   }
 
@@ -156,5 +156,38 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
     const secondRun: number[] = [];
     await consume(new JetStreamEventBus(nc), ['VideoCreated'], async (e) => void secondRun.push(e.position));
     await vi.waitFor(() => expect(secondRun).toEqual([2]));
+  });
+
+  it('publishes each event once, under its owner, when two services share one store', async () => {
+    // As in production, where every service appends to one KurrentDB: the chat relay's log holds the video
+    // service's events too. It starts first, so without its filter it would publish them as
+    // `events.<chat>.*`, and JetStream, de-duplicating on the event id, would drop the video relay's copies.
+    const { service: video, store, checkpoints, append, subjectCounts, consume } = fixture();
+    const chat = `${video}chat`;
+    cleanups.push(() => jsm.streams.purge(EVENTS_STREAM, { filter: `events.${chat}.>` }));
+    await append('video-v1', 'VideoQueued', 'VideoCompleted');
+    await append('chat-s1', 'ChatSessionStarted', 'ChatExchangeRecorded');
+    await append('completion-c1', 'CompletionStarted', 'CompletionSettled');
+    await append('account-o1', 'FundsReserved');
+    const last = (await store.readAll({ maxCount: 100 })).at(-1)!.position;
+
+    const chatRelay = await startOutboxRelay({ service: chat, owns: ownsStream('chat'), eventStore: store, checkpoints, js, onError: () => {} });
+    cleanups.push(() => chatRelay.stop());
+    await vi.waitFor(async () => expect(await checkpoints.load(`outbox-relay.${chat}`)).toBe(last));
+    const videoRelay = await startOutboxRelay({ service: video, owns: ownsStream('video'), eventStore: store, checkpoints, js, onError: () => {} });
+    cleanups.push(() => videoRelay.stop());
+    await vi.waitFor(async () => expect(await checkpoints.load(`outbox-relay.${video}`)).toBe(last));
+
+    expect(await subjectCounts()).toEqual({ [`events.${video}.VideoQueued`]: 1, [`events.${video}.VideoCompleted`]: 1 });
+    const chatSubjects = (await jsm.streams.info(EVENTS_STREAM, { subjects_filter: `events.${chat}.>` })).state.subjects ?? {};
+    expect(chatSubjects).toEqual({
+      [`events.${chat}.ChatSessionStarted`]: 1,
+      [`events.${chat}.ChatExchangeRecorded`]: 1,
+      [`events.${chat}.CompletionStarted`]: 1,
+      [`events.${chat}.CompletionSettled`]: 1,
+    });
+    const received: StoredEvent[] = [];
+    await consume(new JetStreamEventBus(nc), ['VideoQueued', 'VideoCompleted'], async (event) => void received.push(event));
+    await vi.waitFor(() => expect(received.map((e) => `${e.streamName}/${e.type}`)).toEqual(['video-v1/VideoQueued', 'video-v1/VideoCompleted']));
   });
 });

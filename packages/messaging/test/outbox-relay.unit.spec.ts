@@ -1,11 +1,16 @@
 import type { JetStreamClient, PubAck } from '@nats-io/jetstream';
 import { SqliteCheckpointStore, SqliteEventStore } from '@oc/eventstore';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { ownsStream } from '@oc/contracts';
 import { startOutboxRelay } from '../src';
 
 describe('outbox relay (JetStream faked)', () => {
-  const store = new SqliteEventStore({ filename: ':memory:' });
-  const checkpoints = new SqliteCheckpointStore(store);
+  let store: SqliteEventStore;
+  let checkpoints: SqliteCheckpointStore;
+  beforeEach(() => {
+    store = new SqliteEventStore({ filename: ':memory:' });
+    checkpoints = new SqliteCheckpointStore(store);
+  });
   afterEach(() => store.close());
 
   it('publishes each event under its id, retries a failed publish, and checkpoints only after the ack', async () => {
@@ -25,6 +30,7 @@ describe('outbox relay (JetStream faked)', () => {
 
     const relay = await startOutboxRelay({
       service: 'video',
+      owns: ownsStream('video'),
       eventStore: store,
       checkpoints,
       js,
@@ -43,6 +49,38 @@ describe('outbox relay (JetStream faked)', () => {
     } finally {
       // An unanswered publish would keep the relay's handler, and so `stop()`, waiting forever.
       acknowledge?.({ stream: 'EVENTS', seq: 1, duplicate: false });
+      await relay.stop();
+    }
+  });
+
+  it("publishes only the streams its service owns and moves past the others' events", async () => {
+    const published: Array<{ subject: string; stream: string; msgID: string | undefined }> = [];
+    const js = {
+      publish: async (subject: string, payload: string, options?: { msgID?: string }) => {
+        published.push({ subject, stream: (JSON.parse(payload) as { streamName: string }).streamName, msgID: options?.msgID });
+        return { stream: 'EVENTS', seq: published.length, duplicate: false };
+      },
+    } as unknown as JetStreamClient;
+    // One store shared by every service, as in production: the video relay sees all of their events.
+    const append = (stream: string, type: string) => store.appendToStream(stream, [{ id: `${stream}/${type}`, type, data: {} }], { expectedRevision: 'any' });
+    await append('chat-s1', 'ChatSessionStarted');
+    await append('video-v1', 'VideoQueued');
+    await append('completion-c1', 'CompletionStarted');
+    await append('account-o1', 'FundsReserved');
+    await append('video-v1', 'VideoCompleted');
+    await append('webhook-w1', 'WebhookCreated');
+    await append('delivery-d1', 'DeliveryScheduled');
+    await append('videos-x', 'NotAVideoStream');
+    const last = (await store.readAll({ maxCount: 100 })).at(-1)!.position;
+
+    const relay = await startOutboxRelay({ service: 'video', owns: ownsStream('video'), eventStore: store, checkpoints, js, onError: () => {} });
+    try {
+      await vi.waitFor(async () => expect(await checkpoints.load('outbox-relay.video')).toBe(last));
+      expect(published).toEqual([
+        { subject: 'events.video.VideoQueued', stream: 'video-v1', msgID: 'video-v1/VideoQueued' },
+        { subject: 'events.video.VideoCompleted', stream: 'video-v1', msgID: 'video-v1/VideoCompleted' },
+      ]);
+    } finally {
       await relay.stop();
     }
   });

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { type OwningService, ownsStream } from '@oc/contracts';
 import { type CheckpointStore, type EventStore, ensurePrivateDir, privateFiles } from '@oc/eventstore';
 import { openEventStores } from '@oc/eventstore/open';
 import { ensureEventsStream, natsServerStrategy, NatsServiceClient, startOutboxRelay } from '@oc/messaging';
@@ -12,11 +13,16 @@ import { NestFactory } from '@nestjs/core';
 import { z } from 'zod';
 
 /** The settings every service process shares; each service extends them with its own. */
-export const serviceProcessConfig = (service: string) =>
+export const serviceProcessConfig = (service: OwningService) =>
   z.object({
     NATS_URL: z.string().default('nats://127.0.0.1:4222'),
     DATA_DIR: z.string().default(`./.data/${service}`),
     EVENTSTORE_URL: z.string().optional(),
+    /**
+     * The SQLite event store when EVENTSTORE_URL is unset; `$DATA_DIR/events.sqlite` by default. Processes on
+     * one machine may share one file, as services share one EventStoreDB in production.
+     */
+    EVENTSTORE_FILE: z.string().min(1).optional(),
     MONGO_URL: z.string().optional(),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   });
@@ -33,12 +39,12 @@ export interface ServiceInfrastructure {
 
 /**
  * Runs one service as its own process over NATS: telemetry, its event store (EventStoreDB or SQLite),
- * its read models (MongoDB or SQLite), the outbox relay that publishes every stored event to JetStream,
+ * its read models (MongoDB or SQLite), the outbox relay that publishes its own streams' events to JetStream,
  * and its Nest microservice in the service's queue group; SIGINT/SIGTERM close it all in order. The
  * service's `listening` runs once it answers requests: work that needs other services starts there.
  */
 export async function runServiceProcess<S extends { module: DynamicModule; close(): Promise<void>; listening?(): void }>(options: {
-  service: string;
+  service: OwningService;
   version: string;
   config: ServiceProcessConfig;
   create(infrastructure: ServiceInfrastructure): Promise<S>;
@@ -48,14 +54,20 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
   const logger = createLogger({ service, level: config.LOG_LEVEL });
   privateFiles();
   await ensurePrivateDir(config.DATA_DIR);
-  const stores = openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: join(config.DATA_DIR, 'events.sqlite') });
+  const stores = openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: config.EVENTSTORE_FILE ?? join(config.DATA_DIR, 'events.sqlite') });
   const readModels = config.MONGO_URL
     ? await MongoReadModelStore.connect(config.MONGO_URL, `oc_${service}`)
     : new SqliteReadModelStore({ filename: join(config.DATA_DIR, 'read-models.sqlite') });
   const client = new NatsServiceClient({ servers: config.NATS_URL });
   const nc = await client.connection();
   await ensureEventsStream(await jetstreamManager(nc));
-  const relay = await startOutboxRelay({ service, eventStore: stores.store, checkpoints: stores.checkpoints, js: jetstream(nc) });
+  const relay = await startOutboxRelay({
+    service,
+    owns: ownsStream(service),
+    eventStore: stores.store,
+    checkpoints: stores.checkpoints,
+    js: jetstream(nc),
+  });
 
   const instance = await options.create({
     eventStore: stores.store,

@@ -1,16 +1,16 @@
 import { ChatConfigSchema } from '@oc/chat';
-import { configurationProblems } from '@oc/contracts';
+import { type ConfigurationCheck, formatConfigurationProblem, parseConfiguration } from '@oc/contracts';
 import { GatewayLimitsConfigSchema, HttpServerConfigSchema } from '@oc/gateway';
-import { VideoConfigSchema } from '@oc/video';
+import { VideoConfigSchema, videoConfigChecks } from '@oc/video';
 import { z } from 'zod';
-import { WebhookConfigSchema } from '@oc/webhook';
+import { WebhookConfigSchema, webhookConfigChecks } from '@oc/webhook';
 
 /** Standalone configuration, validated once at boot; see the README's table for each variable. */
 export const StandaloneConfigSchema = z.object({
-  PORT: z.coerce.number().int().min(0).max(65_535).default(8080),
+  PORT: z.coerce.number().int().min(0).max(65_535).default(8080).describe('a TCP port, 0 to 65535'),
   HOST: z.string().default('0.0.0.0'),
   DATA_DIR: z.string().default('./.data'),
-  ADMIN_TOKEN: z.string().min(16).optional(),
+  ADMIN_TOKEN: z.string().min(16).optional().describe('at least 16 characters; unset, one is generated under DATA_DIR'),
   REDIS_URL: z.string().url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
@@ -22,8 +22,12 @@ export const StandaloneConfigSchema = z.object({
 });
 export type StandaloneConfig = z.infer<typeof StandaloneConfigSchema>;
 
+/** Rules across variables: standalone runs webhooks in development mode unless WEBHOOK_MODE says otherwise. */
+export const STANDALONE_CONFIG_CHECKS: readonly ConfigurationCheck[] = [videoConfigChecks, webhookConfigChecks('development')];
+
+/** For tests and benchmarks: the same checks as the process, thrown as one error. */
 export function loadStandaloneConfig(env: NodeJS.ProcessEnv = process.env): StandaloneConfig {
-  const parsed = StandaloneConfigSchema.safeParse(env);
-  if (!parsed.success) throw new Error(`Invalid configuration: ${configurationProblems(parsed.error)}`);
+  const parsed = parseConfiguration(StandaloneConfigSchema, env, STANDALONE_CONFIG_CHECKS);
+  if (!parsed.success) throw new Error(`Invalid configuration: ${parsed.problems.map(formatConfigurationProblem).join('; ')}`);
   return parsed.data;
 }

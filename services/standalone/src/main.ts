@@ -2,12 +2,12 @@ import 'reflect-metadata';
 import { privateFiles } from '@oc/eventstore';
 import { startTelemetry } from '@oc/telemetry';
 import { configFromEnv } from '@oc/contracts';
-import { StandaloneConfigSchema } from './config';
+import { STANDALONE_CONFIG_CHECKS, StandaloneConfigSchema } from './config';
 import { startStandalone } from './standalone';
 import { version } from './version';
 
 privateFiles();
-const config = configFromEnv(StandaloneConfigSchema);
+const config = configFromEnv(StandaloneConfigSchema, process.env, STANDALONE_CONFIG_CHECKS);
 const telemetry = await startTelemetry({ serviceName: 'oc-standalone', version });
 const app = await startStandalone({ config, demo: true });
 

@@ -19,6 +19,8 @@ export interface RunningService {
   mode: 'embedded' | 'distributed';
   url: string;
   adminToken: string;
+  /** Distributed only: the directory under which each service keeps its data. */
+  dataDir?: string;
   /** Present only in embedded mode, where the test owns the clock. */
   clock?: ManualClock;
   /** Stops every process and starts them again on the same data. */
@@ -140,13 +142,20 @@ export const standaloneProcess: Starter = async (env = {}) => {
 };
 
 /**
- * Gateway and billing as separate processes over the real NATS server, each with its own data. Services
- * share NATS subjects, so e2e files run one at a time (see vitest.config.ts).
+ * Every service as a separate process over the real NATS server, each with its own data. Services share
+ * NATS subjects, so e2e files run one at a time (see vitest.config.ts). With `sharedEventStore`, every
+ * service appends to one SQLite event store file (`EVENTSTORE_FILE`), as they share one EventStoreDB in
+ * production; read models stay per service.
  */
-export const distributed: Starter = async (env = {}) => {
+export const distributed = async (env: Record<string, string> = {}, options: { sharedEventStore?: boolean } = {}): Promise<RunningService> => {
   const dataDir = await mkdtemp(join(tmpdir(), 'oc-distributed-'));
   const port = await freePort();
-  const common = { NATS_URL: natsUrl(), KEY_USAGE_FLUSH_MS: '100', ...env };
+  const common = {
+    NATS_URL: natsUrl(),
+    KEY_USAGE_FLUSH_MS: '100',
+    ...(options.sharedEventStore ? { EVENTSTORE_FILE: join(dataDir, 'events.sqlite') } : {}),
+    ...env,
+  };
   // A durable consumer of its own, so another run's webhook process on the same NATS never takes its events.
   const webhookConsumer = `webhook-deliveries-${dataDir.split('-').at(-1)}`;
   let children: ChildProcess[] = [];
@@ -168,6 +177,7 @@ export const distributed: Starter = async (env = {}) => {
   await start();
   return {
     mode: 'distributed',
+    dataDir,
     url: `http://127.0.0.1:${port}`,
     adminToken: ADMIN_TOKEN,
     async restart() {

@@ -1,4 +1,4 @@
-import { VIDEO_MODELS } from '@oc/contracts';
+import { type ConfigurationCheck, VIDEO_MODELS } from '@oc/contracts';
 import { z } from 'zod';
 import { DEFAULT_PRICES, PriceTableSchema } from './domain/pricing';
 
@@ -51,3 +51,9 @@ export const VideoConfigSchema = z.object({
   VIDEO_PRICES: json(PriceTableSchema).default(DEFAULT_PRICES),
 });
 export type VideoConfig = z.infer<typeof VideoConfigSchema>;
+
+/** Rules across the video variables. */
+export const videoConfigChecks: ConfigurationCheck = (env) =>
+  env.VIDEO_PROVIDER === 'openai' && !env.VIDEO_UPSTREAM_API_KEY
+    ? [{ variable: 'VIDEO_UPSTREAM_API_KEY', message: 'required when VIDEO_PROVIDER=openai (the upstream Videos API key)' }]
+    : [];

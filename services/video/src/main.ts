@@ -3,11 +3,13 @@ import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
 import { z } from 'zod';
 import pkg from '../package.json' with { type: 'json' };
 import { createVideo } from './app';
-import { VideoConfigSchema } from './config';
+import { VideoConfigSchema, videoConfigChecks } from './config';
 
 /** The video service as its own process over NATS; configuration validated once at boot. */
 const config = configFromEnv(
   VideoConfigSchema.extend(serviceProcessConfig('video').shape).extend({ PUBLIC_BASE_URL: z.url().default('http://localhost:8080') }),
+  process.env,
+  [videoConfigChecks],
 );
 
 await runServiceProcess({

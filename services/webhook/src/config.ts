@@ -1,14 +1,27 @@
-import { readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync } from 'node:fs';
+import type { ConfigurationCheck, ConfigurationProblem } from '@oc/contracts';
 import { z } from 'zod';
 import { isCidr } from './adapters/destinations';
+import { isSecretKey } from './adapters/secret-box';
 import type { WebhookSettings } from './app';
+
+const readable = (file: string) => {
+  try {
+    accessSync(file, constants.R_OK);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+const SECRET_KEY_FORM = '32 bytes as base64 or 64 hex digits, e.g. from `openssl rand -base64 32`';
 
 /**
  * The webhook service's variables, shared by its own process and the standalone one. `WEBHOOK_MODE`
  * has no default here: the distributed `main.ts` defaults to `production`, standalone to `development`.
  */
 export const WebhookConfigSchema = z.object({
-  WEBHOOK_MODE: z.enum(['production', 'development']).optional(),
+  WEBHOOK_MODE: z.enum(['production', 'development']).optional().describe('production or development'),
   /** `1` lets deliveries reach loopback (local receivers) and lets webhooks use http://; development only. */
   WEBHOOK_ALLOW_PRIVATE: z.enum(['0', '1']).default('0'),
   /** Comma-separated CIDRs or addresses deliveries may reach although they are not public, in any mode. */
@@ -16,14 +29,16 @@ export const WebhookConfigSchema = z.object({
     .string()
     .default('')
     .transform((csv) => csv.split(',').map((s) => s.trim()).filter((s) => s.length > 0))
-    .pipe(z.array(z.string().refine(isCidr, 'must be an IP address or a CIDR such as 10.1.2.0/24'))),
+    .pipe(z.array(z.string().refine(isCidr, 'must be an IP address or a CIDR such as 10.1.2.0/24')))
+    .describe('comma-separated IP addresses or CIDRs'),
   /** 32 bytes, base64 or hex, that seal webhook secrets at rest. */
-  WEBHOOK_SECRET_KEY: z.string().optional(),
+  WEBHOOK_SECRET_KEY: z.string().refine(isSecretKey, `must be ${SECRET_KEY_FORM}`).optional(),
   WEBHOOK_RETRY_DELAYS_MS: z
     .string()
     .default('0,1000,5000,25000')
     .transform((csv) => csv.split(',').map((s) => Number(s.trim())))
-    .pipe(z.array(z.int().nonnegative().max(86_400_000)).min(1).max(20)),
+    .pipe(z.array(z.int().nonnegative().max(86_400_000)).min(1).max(20))
+    .describe('1 to 20 comma-separated delays in milliseconds, each at most 86400000'),
   /** One deadline for the whole exchange; the spec's limit is 30 s. */
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(30_000).default(30_000),
   WEBHOOK_DISABLE_AFTER_FAILURES: z.coerce.number().int().min(1).max(1_000).default(10),
@@ -32,9 +47,35 @@ export const WebhookConfigSchema = z.object({
   WEBHOOK_MAX_RESPONSE_BYTES: z.coerce.number().int().min(0).max(1_048_576).default(4_096),
   WEBHOOK_ROTATION_GRACE_SECONDS: z.coerce.number().int().min(0).max(30 * 86_400).default(86_400),
   /** A PEM file of extra CAs to trust for receivers (a private CA); certificates are verified regardless. */
-  WEBHOOK_CA_FILE: z.string().optional(),
+  WEBHOOK_CA_FILE: z.string().refine(readable, 'must be a readable file of PEM certificates').optional(),
 });
 export type WebhookConfig = z.infer<typeof WebhookConfigSchema>;
+
+/**
+ * Rules across the webhook variables. `defaultMode` is the mode when WEBHOOK_MODE is unset (the webhook
+ * process: production; standalone: development). A process that cannot generate a key of its own in
+ * development mode passes `requireKeyInProduction`.
+ */
+export function webhookConfigChecks(defaultMode: 'production' | 'development', options: { requireKeyInProduction?: boolean } = {}): ConfigurationCheck {
+  return (env) => {
+    const mode = env.WEBHOOK_MODE ?? defaultMode;
+    if (mode !== 'production') return [];
+    const problems: ConfigurationProblem[] = [];
+    if (env.WEBHOOK_ALLOW_PRIVATE === '1') {
+      problems.push({
+        variable: 'WEBHOOK_ALLOW_PRIVATE',
+        message: `1 is allowed only with WEBHOOK_MODE=development (local receivers on loopback); the mode is ${env.WEBHOOK_MODE ? 'production' : 'production by default'}`,
+      });
+    }
+    if (options.requireKeyInProduction && !env.WEBHOOK_SECRET_KEY) {
+      problems.push({
+        variable: 'WEBHOOK_SECRET_KEY',
+        message: `required in production mode (${SECRET_KEY_FORM}); set WEBHOOK_MODE=development to generate one under DATA_DIR`,
+      });
+    }
+    return problems;
+  };
+}
 
 /** The settings the service runs with; refuses private addresses outside development mode. */
 export function webhookSettings(

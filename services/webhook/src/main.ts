@@ -1,26 +1,32 @@
+import { join } from 'node:path';
 import { configFromEnv, randomIds, systemClock } from '@oc/contracts';
 import { JetStreamEventBus } from '@oc/messaging';
 import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
 import { z } from 'zod';
 import pkg from '../package.json' with { type: 'json' };
+import { resolveSecretKey } from './adapters/secret-box';
 import { createWebhook, VIDEO_EVENTS_CONSUMER } from './app';
-import { WebhookConfigSchema, webhookSettings } from './config';
+import { WebhookConfigSchema, webhookConfigChecks, webhookSettings } from './config';
 
 /**
  * The webhook service as its own process over NATS; validated once at boot. Production mode unless
- * WEBHOOK_MODE=development, and in production WEBHOOK_SECRET_KEY is required.
+ * WEBHOOK_MODE=development; in production WEBHOOK_SECRET_KEY is required, in development one is generated
+ * under DATA_DIR when it is unset (as standalone does).
  */
-const config = configFromEnv(WebhookConfigSchema.extend(serviceProcessConfig('webhook').shape).extend({
-  WEBHOOK_SECRET_KEY: z.string().min(1),
-  /** The JetStream durable consumer; replicas of one deployment share it. */
-  WEBHOOK_CONSUMER: z.string().regex(/^[A-Za-z0-9_-]+$/).default(VIDEO_EVENTS_CONSUMER),
-}));
+const config = configFromEnv(
+  WebhookConfigSchema.extend(serviceProcessConfig('webhook').shape).extend({
+    /** The JetStream durable consumer; replicas of one deployment share it. */
+    WEBHOOK_CONSUMER: z.string().regex(/^[A-Za-z0-9_-]+$/).default(VIDEO_EVENTS_CONSUMER).describe('letters, digits, _ and -'),
+  }),
+  process.env,
+  [webhookConfigChecks('production', { requireKeyInProduction: true })],
+);
 
 await runServiceProcess({
   service: 'webhook',
   version: pkg.version,
   config,
-  create: ({ eventStore, readModels, nc, logger }) =>
+  create: async ({ eventStore, readModels, nc, logger }) =>
     createWebhook({
       eventStore,
       readModels,
@@ -29,7 +35,11 @@ await runServiceProcess({
       clock: systemClock,
       ids: randomIds,
       logger,
-      settings: webhookSettings(config, 'production', config.WEBHOOK_SECRET_KEY),
+      settings: webhookSettings(
+        config,
+        'production',
+        await resolveSecretKey(join(config.DATA_DIR, 'webhook-secret-key'), config.WEBHOOK_SECRET_KEY),
+      ),
       version: pkg.version,
     }),
 });

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type { VideoEventData, VideoNotificationType } from '@oc/contracts';
+import { ownsStream, type VideoEventData, type VideoNotificationType } from '@oc/contracts';
 import { openSqliteStores, type StoredEvent, type Subscription } from '@oc/eventstore';
 import { ensureEventsStream, NatsServiceClient, startOutboxRelay } from '@oc/messaging';
 import { completedVideo } from './support';
@@ -33,7 +33,7 @@ export async function videoProducer(target: { sqliteFile: string } | { natsUrl: 
     client = new NatsServiceClient({ servers: target.natsUrl });
     const nc = await client.connection();
     await ensureEventsStream(await jetstreamManager(nc));
-    relay = await startOutboxRelay({ service: 'video', eventStore: stores.store, checkpoints: stores.checkpoints, js: jetstream(nc) });
+    relay = await startOutboxRelay({ service: 'video', owns: ownsStream('video'), eventStore: stores.store, checkpoints: stores.checkpoints, js: jetstream(nc) });
   }
   return {
     async emit(type, orgId, video = {}) {

@@ -1,10 +1,12 @@
 import {
   type BillingEvent,
+  BillingStreams,
   type CustomLimits,
   DomainError,
   LIMIT_NAMES,
   type LimitsChange,
   NO_CUSTOM_LIMITS,
+  streamName,
   type Tier,
 } from '@oc/contracts';
 
@@ -66,7 +68,7 @@ export type AccountState =
       settled: Map<string, Settlement>;
     };
 
-export const accountStream = (orgId: string) => `account-${orgId}`;
+export const accountStream = (orgId: string) => streamName(BillingStreams.account, orgId);
 
 export function availableMicros(state: AccountState): number {
   if (state.status !== 'open') return 0;

@@ -1,4 +1,4 @@
-import { type BillingEvent, DomainError, type Scope } from '@oc/contracts';
+import { type BillingEvent, DomainError, type Scope, BillingStreams, streamName } from '@oc/contracts';
 
 /** One API key (stream `apikey-<key_id>`). Only the SHA-256 of the key is ever stored. */
 export type ApiKeyEvent = Extract<BillingEvent, { type: 'ApiKeyCreated' | 'ApiKeyRevoked' | 'ApiKeyUsed' }>;
@@ -24,7 +24,7 @@ export type ApiKeyState =
   | { status: 'absent' }
   | { status: 'active' | 'revoked'; keyId: string; orgId: string };
 
-export const apiKeyStream = (keyId: string) => `apikey-${keyId}`;
+export const apiKeyStream = (keyId: string) => streamName(BillingStreams.apiKey, keyId);
 
 function decide(command: ApiKeyCommand, state: ApiKeyState): ApiKeyEvent[] {
   switch (command.type) {

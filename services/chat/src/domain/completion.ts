@@ -1,4 +1,4 @@
-import type { ChatEvent } from '@oc/contracts';
+import { type ChatEvent, ChatStreams, streamName } from '@oc/contracts';
 
 /**
  * One paid completion (stream `completion-<id>`): the durable half of its reservation. It is recorded
@@ -29,7 +29,7 @@ export type CompletionState =
   | { status: 'absent' }
   | { status: 'open' | 'settled'; completionId: string; orgId: string };
 
-export const completionStream = (completionId: string) => `completion-${completionId}`;
+export const completionStream = (completionId: string) => streamName(ChatStreams.completion, completionId);
 
 const initialState = (): CompletionState => ({ status: 'absent' });
 

@@ -1,4 +1,4 @@
-import { type ChatEvent, DomainError, type StoredChatMessage, type Usage } from '@oc/contracts';
+import { type ChatEvent, DomainError, type StoredChatMessage, type Usage, ChatStreams, streamName } from '@oc/contracts';
 
 /**
  * A conversation kept server-side (stream `chat-<session_id>`), owned by one organization. Each
@@ -32,7 +32,7 @@ export type SessionState =
       completions: Set<string>;
     };
 
-export const sessionStream = (sessionId: string) => `chat-${sessionId}`;
+export const sessionStream = (sessionId: string) => streamName(ChatStreams.session, sessionId);
 
 const initialState = (): SessionState => ({ status: 'absent' });
 

@@ -24,8 +24,19 @@ export const HttpServerConfigSchema = z.object({
   TRUSTED_PROXIES: z
     .string()
     .default('')
-    .transform((list) => list.split(',').map((entry) => entry.trim()).filter((entry) => entry.length > 0)),
+    .transform((list) => list.split(',').map((entry) => entry.trim()).filter((entry) => entry.length > 0))
+    .refine(compiles, 'must be comma-separated IP addresses or CIDRs, or loopback, linklocal, uniquelocal'),
 });
+
+/** Whether proxy-addr, which decides who the trusted proxies are, accepts the list. */
+function compiles(list: string[]): boolean {
+  try {
+    proxyAddr.compile(list);
+    return true;
+  } catch {
+    return false;
+  }
+}
 export type HttpServerConfig = Omit<z.infer<typeof HttpServerConfigSchema>, 'TRUSTED_PROXIES'>;
 
 /**

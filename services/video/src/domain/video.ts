@@ -1,14 +1,4 @@
-import {
-  DomainError,
-  microsToUsd,
-  type VideoEvent,
-  type VideoEventData,
-  type VideoFailureCode,
-  type VideoModel,
-  type VideoSeconds,
-  type VideoSize,
-  type VideoStatus,
-} from '@oc/contracts';
+import { DomainError, microsToUsd, type VideoEvent, type VideoEventData, type VideoFailureCode, type VideoModel, type VideoSeconds, type VideoSize, type VideoStatus, VideoStreams, streamName } from '@oc/contracts';
 
 /**
  * One video job (stream `video-<id>`): its state machine (queued → in_progress → completed | failed),
@@ -70,7 +60,7 @@ export interface ActiveVideo {
 
 export type VideoState = { status: 'absent' } | ActiveVideo;
 
-export const videoStream = (videoId: string) => `video-${videoId}`;
+export const videoStream = (videoId: string) => streamName(VideoStreams.video, videoId);
 
 const initialState = (): VideoState => ({ status: 'absent' });
 

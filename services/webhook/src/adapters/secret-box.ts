@@ -2,6 +2,14 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
+/** WEBHOOK_SECRET_KEY's bytes: hex when it is 64 hex digits, base64 otherwise. */
+export const secretKeyBytes = (value: string) =>
+  /^[0-9a-f]{64}$/i.test(value) ? Buffer.from(value, 'hex') : Buffer.from(value, 'base64');
+
+/** Whether WEBHOOK_SECRET_KEY is 32 bytes in base64 (44 characters) or hex (64 digits). */
+export const isSecretKey = (value: string) =>
+  /^[0-9a-f]{64}$/i.test(value) || (/^[A-Za-z0-9+/]{43}=$/.test(value) && secretKeyBytes(value).length === 32);
+
 /**
  * Webhook secrets at rest: AES-256-GCM under a key from configuration, as `v1.<iv>.<tag>.<ciphertext>`
  * (base64url). Events and read models only ever hold this form; the plaintext exists while signing.
@@ -16,7 +24,7 @@ export class SecretBox {
 
   /** The key as configured: 32 bytes in base64 (44 characters) or hex (64). */
   static fromConfig(value: string): SecretBox {
-    return new SecretBox(/^[0-9a-f]{64}$/i.test(value) ? Buffer.from(value, 'hex') : Buffer.from(value, 'base64'));
+    return new SecretBox(secretKeyBytes(value));
   }
 
   seal(plaintext: string): string {

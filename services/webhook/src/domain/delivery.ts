@@ -1,4 +1,4 @@
-import { DomainError, type WebhookDomainEvent, type WebhookEnvelope } from '@oc/contracts';
+import { DomainError, type WebhookDomainEvent, type WebhookEnvelope, WebhookStreams, streamName } from '@oc/contracts';
 
 /**
  * One event on its way to one webhook (stream `delivery-<id>`): the pending attempt and its retry
@@ -50,7 +50,7 @@ export type DeliveryState =
       nextAttemptAt: number | null;
     };
 
-export const deliveryStream = (deliveryId: string) => `delivery-${deliveryId}`;
+export const deliveryStream = (deliveryId: string) => streamName(WebhookStreams.delivery, deliveryId);
 
 function decide(command: DeliveryCommand, state: DeliveryState): DeliveryEvent[] {
   switch (command.type) {

@@ -1,4 +1,4 @@
-import { DomainError, type WebhookDomainEvent, type WebhookEventType } from '@oc/contracts';
+import { DomainError, type WebhookDomainEvent, type WebhookEventType, WebhookStreams, streamName } from '@oc/contracts';
 
 /** One webhook endpoint of an organization (stream `webhook-<id>`). Its secret is only ever held sealed. */
 export type WebhookEvent = Extract<
@@ -59,7 +59,7 @@ export interface Webhook {
 
 export type WebhookState = { status: 'absent' } | ({ status: 'present' | 'deleted' } & Webhook);
 
-export const webhookStream = (webhookId: string) => `webhook-${webhookId}`;
+export const webhookStream = (webhookId: string) => streamName(WebhookStreams.webhook, webhookId);
 
 const notFound = (id: string) => new DomainError({ kind: 'NotFound', resource: 'webhook', id });
 
