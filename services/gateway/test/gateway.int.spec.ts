@@ -347,4 +347,23 @@ describe('gateway: OpenAPI document', () => {
     expect(models.properties.data.items.required).toEqual(['id', 'object', 'created', 'owned_by']);
     expect(doc.paths['/v1/models/{model}'].get.parameters).toEqual([{ name: 'model', in: 'path', required: true, schema: { type: 'string' } }]);
   });
+
+  it('is browsable at /docs, with Swagger UI served by the gateway itself and nothing else of its package', async () => {
+    const page = await fetch(`${url}/docs`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    const html = await page.text();
+    const assets = [...html.matchAll(/(?:src|href)="(\/docs\/[^"]+)"/g)].map((m) => m[1]!);
+    expect(assets).toEqual(['/docs/favicon-32x32.png', '/docs/swagger-ui.css', '/docs/swagger-ui-bundle.js', '/docs/init.js']);
+    for (const asset of assets) {
+      const res = await fetch(`${url}${asset}`);
+      expect(res.status, asset).toBe(200);
+      expect((await res.arrayBuffer()).byteLength, asset).toBeGreaterThan(50);
+    }
+    expect(await (await fetch(`${url}/docs/init.js`)).text()).toContain("url: '/openapi.json'");
+    // The package's own demo page (it points at the Petstore) is not served.
+    const demo = await fetch(`${url}/docs/index.html`);
+    expect(demo.status).toBe(404);
+    expect(((await demo.json()) as any).error.type).toBe('invalid_request_error');
+  });
 });

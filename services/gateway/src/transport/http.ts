@@ -1,7 +1,7 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { Server } from 'node:http';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import type { Duplex } from 'node:stream';
 import {
   ApiError,
@@ -287,7 +287,7 @@ function bodyParserError(error: unknown, contentEncoding: string | undefined): A
     default:
       // A body that does not decompress as its Content-Encoding says: body-parser passes zlib's error on
       // with a client status (400) and no type of its own.
-      if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500 && e.expose === true) {
+      if (contentEncoding && typeof e?.status === 'number' && e.status >= 400 && e.status < 500 && e.expose === true) {
         return invalidRequest(
           'invalid_body',
           `The request body is not valid '${contentEncoding ?? ''}' data as its Content-Encoding says: send it compressed that way, or without Content-Encoding.`,
@@ -350,7 +350,10 @@ function apiReference() {
   router.get('/:file', (req, res, next) => {
     const type = SWAGGER_UI_FILES[req.params.file];
     if (!type) return next();
-    res.type(type).sendFile(join(dir, req.params.file));
+    // `root`, because under pnpm the package's own path holds `.pnpm`, a dot segment `send` would refuse.
+    res.type(type).sendFile(req.params.file, { root: dir }, (err) => {
+      if (err && !res.headersSent) next();
+    });
   });
   return router;
 }
