@@ -2,7 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clientFor } from './client';
 import { type RunningService, standaloneProcess } from './harness';
 
-/** Another organization's requests may wait this long at most (p99) while one floods chat with huge prompts. */
+/**
+ * What one organization flooding chat with huge prompts may add to another organization's p99, over that
+ * organization's p99 measured just before on the same machine (so a busy CI machine moves both alike).
+ */
 const P99_BOUND_MS = 50;
 
 const percentile = (values: number[], p: number) => {
@@ -19,7 +22,7 @@ describe('fairness: one organization at its limits cannot stall another', () => 
   });
   afterAll(() => service?.stop());
 
-  it(`keeps another organization's p99 under ${P99_BOUND_MS} ms while one sends megabyte prompts at its chat rate limit`, async () => {
+  it(`adds under ${P99_BOUND_MS} ms to another organization's p99 while one sends megabyte prompts at its chat rate limit`, async () => {
     // The probe's attacker: a standard organization holding 0.01 USD, a 1 MB message and max_tokens 1.
     const heavy = await api.newCustomer({ credit: 0.01, scopes: ['chat:write'] });
     const other = await api.newCustomer({ tier: 'enterprise', credit: 1, scopes: ['chat:read'], key: { rate_limit_per_minute: 2_000 } });
@@ -33,14 +36,17 @@ describe('fairness: one organization at its limits cannot stall another', () => 
 
     let flooding = true;
     const latencies: number[] = [];
+    const balance = async () => {
+      const started = performance.now();
+      const res = await fetch(`${service.url}/v1/account/balance`, { headers: { authorization: `Bearer ${other.key}` } });
+      await res.arrayBuffer();
+      expect(res.status).toBe(200);
+      return performance.now() - started;
+    };
+    const quiet: number[] = [];
+    for (let i = 0; i < 300; i++) quiet.push(await balance());
     const probe = (async () => {
-      while (flooding) {
-        const started = performance.now();
-        const res = await fetch(`${service.url}/v1/account/balance`, { headers: { authorization: `Bearer ${other.key}` } });
-        await res.arrayBuffer();
-        latencies.push(performance.now() - started);
-        expect(res.status).toBe(200);
-      }
+      while (flooding) latencies.push(await balance());
     })();
     // Standard tier: 60 chat requests a minute, sent as two bursts of 30.
     const answers = [];
@@ -54,6 +60,8 @@ describe('fairness: one organization at its limits cannot stall another', () => 
       expect(answer.body.error?.code).toMatch(/^(context_length_exceeded|rate_limit_exceeded)$/);
     }
     expect(latencies.length).toBeGreaterThan(20);
-    expect(percentile(latencies, 99)).toBeLessThan(P99_BOUND_MS);
+    const added = percentile(latencies, 99) - percentile(quiet, 99);
+    console.info(`fairness: p99 ${percentile(quiet, 99).toFixed(1)} ms quiet, ${percentile(latencies, 99).toFixed(1)} ms under the flood (${latencies.length} requests)`);
+    expect(added).toBeLessThan(P99_BOUND_MS);
   }, 120_000);
 });

@@ -236,7 +236,8 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
         completed_at: expect.any(Number),
         expires_at: expect.any(Number),
       });
-      expect(await h.balance(key)).toMatchObject({ available: 9.6, reserved: 0 });
+      // The capture follows the recorded completion (the job's next step, or once billing answers).
+      await h.eventually(async () => expect(await h.balance(key)).toMatchObject({ available: 9.6, reserved: 0 }));
       const ledger = await h.ledgerFor(orgId, id);
       expect(ledger.map((e) => e.type).sort()).toEqual(['capture', 'reservation']);
       expect(ledger.find((e) => e.type === 'capture').charged).toBe(0.4);
