@@ -11,6 +11,8 @@ interface Recorded {
 }
 
 const JAN_1_2025 = 1_735_689_600;
+/** So that no test reads the profile `oc login` saved on the machine running it. */
+const NO_PROFILE = '/nonexistent/oc/config.json';
 const STANDARD_LIMITS = { requests_per_minute: 100, requests_per_day: 10_000, chat_requests_per_minute: 60, chat_tokens_per_day: 1_000_000 };
 const org = { id: 'org_1', object: 'organization', name: 'Acme', tier: 'standard', limits: STANDARD_LIMITS, created: JAN_1_2025 };
 const FREE_LIMITS = { requests_per_minute: 10, requests_per_day: 100, chat_requests_per_minute: 10, chat_tokens_per_day: 10_000 };
@@ -35,6 +37,7 @@ const ledger = {
       object: 'ledger_entry',
       type: 'credit',
       amount: 25,
+      charged: 0,
       available_after: 25,
       description: 'Welcome credit',
       reference: null,
@@ -43,12 +46,24 @@ const ledger = {
     {
       id: 'led_2',
       object: 'ledger_entry',
-      type: 'charge',
-      amount: -0.08,
-      available_after: 24.92,
+      type: 'reservation',
+      amount: -0.1,
+      charged: 0,
+      available_after: 24.9,
       description: 'Chat completion',
       reference: 'chatcmpl_9',
       created: JAN_1_2025 + 5,
+    },
+    {
+      id: 'led_3',
+      object: 'ledger_entry',
+      type: 'capture',
+      amount: 0.02,
+      charged: 0.08,
+      available_after: 24.92,
+      description: 'Usage charged',
+      reference: 'chatcmpl_9',
+      created: JAN_1_2025 + 6,
     },
   ],
   has_more: false,
@@ -119,7 +134,7 @@ describe('oc against a recording admin API', () => {
     const code = await run(argv, {
       stdout: { write: (s: string) => (stdout += s) },
       stderr: { write: (s: string) => (stderr += s) },
-      env: { OC_ADMIN_URL: baseUrl, OC_ADMIN_TOKEN: 'adm_token' },
+      env: { OC_ADMIN_URL: baseUrl, OC_ADMIN_TOKEN: 'adm_token', OC_CONFIG: NO_PROFILE },
     });
     return { code, stdout, stderr };
   }
@@ -290,11 +305,13 @@ describe('oc against a recording admin API', () => {
       expect(stdout).toMatch(/available\s+\$12\.50\n/);
     });
 
-    it('prints the ledger with signed amounts', async () => {
+    it('prints the ledger with signed amounts and what each capture charged', async () => {
       answer('GET', '/admin/v1/organizations/org_1/ledger', ledger);
       const { stdout } = await oc('ledger', 'org_1');
-      expect(stdout).toMatch(/led_1\s+credit\s+\$25\.00\s+\$25\.00\s+2025-01-01T00:00:00Z\s+Welcome credit\s+-/);
-      expect(stdout).toMatch(/led_2\s+charge\s+-\$0\.08\s+\$24\.92\s+2025-01-01T00:00:05Z\s+Chat completion\s+chatcmpl_9/);
+      expect(stdout).toMatch(/^ID\s+TYPE\s+AMOUNT\s+CHARGED\s+AVAILABLE_AFTER/);
+      expect(stdout).toMatch(/led_1\s+credit\s+\$25\.00\s+-\s+\$25\.00\s+2025-01-01T00:00:00Z\s+Welcome credit\s+-/);
+      expect(stdout).toMatch(/led_2\s+reservation\s+-\$0\.10\s+-\s+\$24\.90\s+2025-01-01T00:00:05Z\s+Chat completion\s+chatcmpl_9/);
+      expect(stdout).toMatch(/led_3\s+capture\s+\$0\.02\s+\$0\.08\s+\$24\.92\s+2025-01-01T00:00:06Z\s+Usage charged\s+chatcmpl_9/);
       expect(stdout).not.toContain('(more');
     });
 
@@ -350,9 +367,9 @@ describe('oc against a recording admin API', () => {
       answer('GET', '/admin/v1/organizations/org_1', org);
       await run(['orgs', 'get', 'org_1', '--url', `${baseUrl}/`, '--token', 'flag_token'], {
         stdout: { write: () => true },
-        env: { OC_ADMIN_URL: 'http://127.0.0.1:1', OC_ADMIN_TOKEN: 'env_token' },
+        env: { OC_ADMIN_URL: 'http://127.0.0.1:1', OC_ADMIN_TOKEN: 'env_token', OC_CONFIG: NO_PROFILE },
       });
-      await run(['orgs', 'get', 'org_1', '--url', baseUrl], { stdout: { write: () => true }, env: {} });
+      await run(['orgs', 'get', 'org_1', '--url', baseUrl], { stdout: { write: () => true }, env: { OC_CONFIG: NO_PROFILE } });
 
       expect(requests.map((r) => r.headers.authorization)).toEqual(['Bearer flag_token', undefined]);
     });
