@@ -41,7 +41,7 @@ export function client(what: string, baseUrl: string, token: string | undefined,
 }
 
 /** The spec's error body `{error: {message, code}}` as one line: the message, then the code. */
-export function apiError(status: number, text: string): CliError {
+function apiError(status: number, text: string): CliError {
   const retryable = status === 429 || status >= 500;
   if (text === '') return new CliError(`HTTP ${status}`, retryable);
   let error: { message?: string; code?: string } | undefined;

@@ -20,6 +20,7 @@ ${API_COMMANDS.map((c) => `  ${c.usage}`).join('\n')}
 
 Operating the service, with the admin token (oc login --token, or OC_ADMIN_TOKEN):
 ${ADMIN_COMMANDS.map((c) => `  ${c.usage}`).join('\n')}
+
   oc help
 
 Options:

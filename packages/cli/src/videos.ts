@@ -21,7 +21,7 @@ export const VIDEO_COMMANDS: Command[] = [
     options: ['prompt', 'seconds', 'model', 'size', 'wait', 'output'],
     async exec(ctx, _, values) {
       if (values.output !== undefined && !values.wait) throw new UsageError('--output needs --wait (or use oc videos download)');
-      // The API requires all four; these defaults are the README's example, the cheapest video.
+      // The API requires all four; the defaults are the README's curl example, so the two create the same video.
       const video = await ctx.api.json<Video>('POST', '/v1/videos', {
         prompt: required(values.prompt, '--prompt'),
         model: values.model ?? 'video-2',
