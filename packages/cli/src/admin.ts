@@ -1,4 +1,5 @@
 import type { ApiKey, Balance, CreatedApiKey, LedgerEntry, LimitName, Organization } from '@oc/contracts';
+import type { Client } from './client';
 import { type Command, fields, integer, type List, listText, page, required, time, UsageError, usd } from './command';
 
 /** `oc orgs set-limits` options, each naming one figure of the organization's `limits`. */
@@ -190,14 +191,17 @@ export const ADMIN_COMMANDS: Command[] = [
     },
   },
   {
-    usage: 'oc usage ORG_ID',
+    usage: 'oc usage ORG_ID [--days N]  (requests per key, and what was charged in the last N days, default 30)',
     words: ['usage'],
     args: 1,
-    async exec({ admin, print }, [orgId]) {
+    options: ['days'],
+    async exec({ admin, print }, [orgId], values) {
+      const days = integer(values.days, '--days') ?? 30;
       const keys = await admin.json<List<ApiKey>>('GET', `${orgPath(orgId!)}/keys`);
       const balance = await admin.json<Balance>('GET', `${orgPath(orgId!)}/balance`);
+      const charged = { days, ...(await chargedSince(admin, orgId!, Date.now() / 1000 - days * 86_400)) };
       const total = keys.data.reduce((sum, k) => sum + k.usage.requests, 0);
-      print({ keys, balance }, () =>
+      print({ keys, balance, charged }, () =>
         [
           listText(keys, 'no API keys', ['KEY', 'NAME', 'STATUS', 'REQUESTS', 'LAST_USED'], (k) => [
             k.id,
@@ -207,12 +211,42 @@ export const ADMIN_COMMANDS: Command[] = [
             time(k.last_used_at),
           ]),
           '',
-          fields([['total requests', String(total)], ...balanceRows(balance)]),
+          fields([
+            ['total requests', String(total)],
+            [`charged, ${days} days`, `${usd(charged.total)} (videos ${usd(charged.videos)}, chat and text ${usd(charged.chat)})`],
+            ...balanceRows(balance),
+          ]),
         ].join('\n'),
       );
     },
   },
 ];
+
+/**
+ * What the organization's captures charged since a time, from its ledger (newest first, read page by page
+ * until an older entry): no API reports usage in dollars. A capture's reference names what it paid for.
+ */
+async function chargedSince(admin: Client, orgId: string, since: number): Promise<{ total: number; videos: number; chat: number }> {
+  // Summed in micro-dollars, the ledger's own unit, so that many small charges add up exactly.
+  let videos = 0;
+  let chat = 0;
+  let after: string | undefined;
+  for (;;) {
+    const query = new URLSearchParams({ limit: '100', ...(after ? { after } : {}) });
+    const page = await admin.json<List<LedgerEntry>>('GET', `${orgPath(orgId)}/ledger?${query}`);
+    for (const entry of page.data) {
+      if (entry.created < since) return dollars(videos, chat);
+      if (entry.type !== 'capture') continue;
+      const micros = Math.round(entry.charged * 1e6);
+      if (entry.reference?.startsWith('video_')) videos += micros;
+      else chat += micros;
+    }
+    if (!page.has_more || page.data.length === 0) return dollars(videos, chat);
+    after = page.data.at(-1)!.id;
+  }
+}
+
+const dollars = (videos: number, chat: number) => ({ total: (videos + chat) / 1e6, videos: videos / 1e6, chat: chat / 1e6 });
 
 const KEY_WARNING = 'Store this key now: it is not shown again.';
 

@@ -45,6 +45,7 @@ export const OPTIONS = {
   output: { type: 'string', short: 'o' },
   session: { type: 'string' },
   'max-tokens': { type: 'string' },
+  days: { type: 'string' },
 } as const;
 
 export const parse = (args: string[]) => parseArgs({ args, options: OPTIONS, allowPositionals: true, strict: true });

@@ -256,18 +256,38 @@ describe('oc against a recording admin API', () => {
       expect(JSON.parse(result.stdout)).toEqual(response);
     });
 
-    it('oc usage reads the keys and the balance and prints both', async () => {
+    it('oc usage reads the keys, the balance, and the ledger back to the first entry older than --days', async () => {
+      const recent = Math.floor(Date.now() / 1000) - 3600;
+      const capture = (id: string, charged: number, reference: string) => ({
+        ...ledger.data[2],
+        id,
+        charged,
+        reference,
+        created: recent,
+      });
       answer('GET', '/admin/v1/organizations/org_1/keys', keyList);
       answer('GET', '/admin/v1/organizations/org_1/balance', balance);
+      answer('GET', '/admin/v1/organizations/org_1/ledger?limit=100', {
+        object: 'list',
+        data: [capture('led_9', 0.4, 'video_1'), capture('led_8', 0.000123, 'chatcmpl_1')],
+        has_more: true,
+      });
+      answer('GET', '/admin/v1/organizations/org_1/ledger?limit=100&after=led_8', {
+        object: 'list',
+        data: [capture('led_7', 0.000077, 'cmpl_1'), ledger.data[2], capture('led_0', 5, 'video_0')],
+        has_more: true,
+      });
 
-      const result = await oc('usage', 'org_1', '--json');
+      const result = await oc('usage', 'org_1', '--days', '7', '--json');
 
       expect(result.code).toBe(0);
       expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual([
         'GET /admin/v1/organizations/org_1/keys',
         'GET /admin/v1/organizations/org_1/balance',
+        'GET /admin/v1/organizations/org_1/ledger?limit=100',
+        'GET /admin/v1/organizations/org_1/ledger?limit=100&after=led_8',
       ]);
-      expect(JSON.parse(result.stdout)).toEqual({ keys: keyList, balance });
+      expect(JSON.parse(result.stdout)).toEqual({ keys: keyList, balance, charged: { days: 7, total: 0.4002, videos: 0.4, chat: 0.0002 } });
     });
   });
 
@@ -351,10 +371,12 @@ describe('oc against a recording admin API', () => {
       expect(await oc('keys', 'revoke', 'org_1', 'key_2', '--json')).toEqual({ code: 0, stdout: '', stderr: '' });
     });
 
-    it('summarises usage per key with the balance', async () => {
+    it('summarises usage per key with the balance and what was charged', async () => {
       answer('GET', '/admin/v1/organizations/org_1/keys', keyList);
       answer('GET', '/admin/v1/organizations/org_1/balance', balance);
-      const { stdout } = await oc('usage', 'org_1');
+      answer('GET', '/admin/v1/organizations/org_1/ledger?limit=100', ledger);
+      const { stdout } = await oc('usage', 'org_1', '--days', '100000');
+      expect(stdout).toMatch(/charged, 100000 days\s+\$0\.08 \(videos \$0\.00, chat and text \$0\.08\)/);
       expect(stdout).toMatch(/key_1\s+ci-bot\s+active\s+1200\s+2025-01-02T00:00:00Z/);
       expect(stdout).toMatch(/key_2\s+old\s+revoked\s+34\s+-/);
       expect(stdout).toMatch(/total requests\s+1234/);

@@ -233,11 +233,22 @@ describe('oc, run by an API user against a running service', () => {
     });
   });
 
-  it('the ledger shows what each capture charged', async () => {
+  it('the ledger shows what each capture charged, and oc usage adds it up', async () => {
     const admin = { OC_ADMIN_URL: app.url, OC_ADMIN_TOKEN: ADMIN_TOKEN, OC_CONFIG: join(dir, 'none.json') };
-    const ledger = await oc(admin, ['ledger', orgId, '--limit', '100']);
-    expect(ledger.stdout).toMatch(/^ID\s+TYPE\s+AMOUNT\s+CHARGED\s+AVAILABLE_AFTER/);
-    expect(ledger.stdout).toMatch(/\scapture\s+\$0\.00\s+\$0\.80\s/);
+    const ledger = await oc(admin, ['ledger', orgId, '--limit', '100', '--json']);
+    const captures = (JSON.parse(ledger.stdout).data as { type: string; charged: number; reference: string }[]).filter((e) => e.type === 'capture');
+    const charged = (video: boolean) =>
+      captures.filter((e) => e.reference.startsWith('video_') === video).reduce((total, e) => total + e.charged, 0);
+    // The 8-second video above, and 4-second ones (the one left to finish on its own may still be running).
+    expect(charged(true)).toBeGreaterThanOrEqual(0.8 + 0.4 * 4 - 1e-9);
+    expect(charged(false)).toBeGreaterThan(0);
+    expect((await oc(admin, ['ledger', orgId])).stdout).toMatch(/\scapture\s+\$0\.00\s+\$0\.80\s/);
+
+    const usage = JSON.parse((await oc(admin, ['usage', orgId, '--json'])).stdout);
+    expect(usage.charged.days).toBe(30);
+    expect(usage.charged.videos).toBeCloseTo(charged(true), 6);
+    expect(usage.charged.chat).toBeCloseTo(charged(false), 6);
+    expect((await oc(admin, ['usage', orgId])).stdout).toMatch(/charged, 30 days\s+\$2\.\d+ \(videos \$2\.\d+, chat and text \$0\.0\d+\)/);
   });
 
   describe('the installed executable', () => {
