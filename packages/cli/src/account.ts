@@ -6,27 +6,32 @@ import { DEFAULT_URL, masked, type Profile, profilePath, readProfile, removeProf
 
 export const ACCOUNT_COMMANDS: Command[] = [
   {
-    usage: 'oc login [--url URL] [--key API_KEY] [--token ADMIN_TOKEN]  (checks them, then saves them for later commands)',
+    usage:
+      'oc login [--url URL] [--key API_KEY|-] [--token ADMIN_TOKEN|-]  (checks them, then saves them for later commands; - reads one from stdin)',
     words: ['login'],
     args: 0,
     options: ['key'],
     async exec({ io, print }, _, values) {
       if (!values.key && !values.token) throw new UsageError('give --key API_KEY, --token ADMIN_TOKEN or both');
+      if (values.key === '-' && values.token === '-') throw new UsageError('only one of --key and --token can be read from stdin');
+      // `-` keeps the secret out of the shell's history and the process list (`… | oc login --key -`).
+      const key = values.key === '-' ? await firstLine(io.stdin) : values.key;
+      const token = values.token === '-' ? await firstLine(io.stdin) : values.token;
       const path = profilePath(io.env);
       const saved = await readProfile(path);
       const baseUrl = (values.url ?? io.env.OC_BASE_URL ?? saved.base_url ?? DEFAULT_URL).replace(/\/+$/, '');
       const profile: Profile = { ...saved, base_url: baseUrl };
       const rows: [string, string][] = [['url', baseUrl]];
       // Each secret is tried before it is kept, so a typo fails here rather than at the next command.
-      if (values.key) {
-        const balance = await client('the API', baseUrl, values.key, io.fetch).json<Balance>('GET', '/v1/account/balance');
-        profile.api_key = values.key;
-        rows.push(['API key', `${masked(values.key, 'key')} (organization ${balance.organization_id})`]);
+      if (key) {
+        const balance = await client('the API', baseUrl, key, io.fetch).json<Balance>('GET', '/v1/account/balance');
+        profile.api_key = key;
+        rows.push(['API key', `${masked(key, 'key')} (organization ${balance.organization_id})`]);
       }
-      if (values.token) {
-        await client('the admin API', baseUrl, values.token, io.fetch).json('GET', '/admin/v1/organizations?limit=1');
-        profile.admin_token = values.token;
-        rows.push(['admin token', masked(values.token, 'token')]);
+      if (token) {
+        await client('the admin API', baseUrl, token, io.fetch).json('GET', '/admin/v1/organizations?limit=1');
+        profile.admin_token = token;
+        rows.push(['admin token', masked(token, 'token')]);
       }
       try {
         await saveProfile(path, profile);
@@ -57,3 +62,12 @@ export const ACCOUNT_COMMANDS: Command[] = [
     },
   },
 ];
+
+async function firstLine(stdin: AsyncIterable<string | Uint8Array>): Promise<string> {
+  let text = '';
+  const decoder = new TextDecoder();
+  for await (const chunk of stdin) text += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+  const line = text.split('\n')[0]!.trim();
+  if (!line) throw new UsageError('nothing on stdin to read the secret from');
+  return line;
+}

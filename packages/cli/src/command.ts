@@ -3,6 +3,8 @@ import type { Client } from './client';
 
 export interface Io {
   fetch: typeof globalThis.fetch;
+  /** Read only by `oc login --key -` / `--token -`. */
+  stdin: AsyncIterable<string | Uint8Array>;
   stdout: { write(chunk: string): unknown; isTTY?: boolean };
   stderr: { write(chunk: string): unknown; isTTY?: boolean };
   env: Record<string, string | undefined>;

@@ -33,6 +33,7 @@ The API key comes from OC_API_KEY, then from oc login (its file: OC_CONFIG, defa
 export async function run(argv: string[], io: Partial<Io> = {}): Promise<number> {
   const full: Io = {
     fetch: io.fetch ?? globalThis.fetch,
+    stdin: io.stdin ?? process.stdin,
     stdout: io.stdout ?? process.stdout,
     stderr: io.stderr ?? process.stderr,
     env: io.env ?? process.env,

@@ -3,6 +3,7 @@ import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { type Io, run } from '@oc/cli';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,6 +27,7 @@ async function oc(env: Io['env'], argv: string[], io: Partial<Io> = {}) {
     pollIntervalMs: 100,
     ...(io.cwd ? { cwd: io.cwd } : {}),
     ...(io.fetch ? { fetch: io.fetch } : {}),
+    ...(io.stdin ? { stdin: io.stdin } : {}),
   });
   return { code, stdout, stderr, writes };
 }
@@ -94,6 +96,14 @@ describe('oc, run by an API user against a running service', () => {
       expect(typo.code).toBe(1);
       expect(typo.stderr).toContain('(invalid_api_key)');
       expect(JSON.parse(await readFile(config, 'utf8')).api_key).toBe(key);
+
+      // A secret can come on stdin instead, out of the shell's history and the process list.
+      const piped = await oc(profile, ['login', '--token', '-'], { stdin: Readable.from([`${ADMIN_TOKEN}\n`]) });
+      expect(piped.code).toBe(0);
+      expect(piped.stdout).toContain(`admin token  …${ADMIN_TOKEN.slice(-4)}\n`);
+      const nothing = await oc(profile, ['login', '--key', '-'], { stdin: Readable.from([]) });
+      expect(nothing).toMatchObject({ code: 2, stdout: '' });
+      expect(nothing.stderr).toMatch(/^error: nothing on stdin to read the secret from\n/);
 
       expect((await oc(profile, ['logout'])).stdout).toBe(`Removed ${config}\n`);
       const none = await oc(profile, ['balance']);
