@@ -1,1 +1,2 @@
-export { run, type Io } from './run';
+export { run } from './run';
+export type { Io } from './command';

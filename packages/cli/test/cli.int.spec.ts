@@ -11,6 +11,8 @@ interface Recorded {
 }
 
 const JAN_1_2025 = 1_735_689_600;
+/** So that no test reads the profile `oc login` saved on the machine running it. */
+const NO_PROFILE = '/nonexistent/oc/config.json';
 const STANDARD_LIMITS = { requests_per_minute: 100, requests_per_day: 10_000, chat_requests_per_minute: 60, chat_tokens_per_day: 1_000_000 };
 const org = { id: 'org_1', object: 'organization', name: 'Acme', tier: 'standard', limits: STANDARD_LIMITS, created: JAN_1_2025 };
 const FREE_LIMITS = { requests_per_minute: 10, requests_per_day: 100, chat_requests_per_minute: 10, chat_tokens_per_day: 10_000 };
@@ -35,6 +37,7 @@ const ledger = {
       object: 'ledger_entry',
       type: 'credit',
       amount: 25,
+      charged: 0,
       available_after: 25,
       description: 'Welcome credit',
       reference: null,
@@ -43,12 +46,24 @@ const ledger = {
     {
       id: 'led_2',
       object: 'ledger_entry',
-      type: 'charge',
-      amount: -0.08,
-      available_after: 24.92,
+      type: 'reservation',
+      amount: -0.1,
+      charged: 0,
+      available_after: 24.9,
       description: 'Chat completion',
       reference: 'chatcmpl_9',
       created: JAN_1_2025 + 5,
+    },
+    {
+      id: 'led_3',
+      object: 'ledger_entry',
+      type: 'capture',
+      amount: 0.02,
+      charged: 0.08,
+      available_after: 24.92,
+      description: 'Usage charged',
+      reference: 'chatcmpl_9',
+      created: JAN_1_2025 + 6,
     },
   ],
   has_more: false,
@@ -119,7 +134,7 @@ describe('oc against a recording admin API', () => {
     const code = await run(argv, {
       stdout: { write: (s: string) => (stdout += s) },
       stderr: { write: (s: string) => (stderr += s) },
-      env: { OC_ADMIN_URL: baseUrl, OC_ADMIN_TOKEN: 'adm_token' },
+      env: { OC_ADMIN_URL: baseUrl, OC_ADMIN_TOKEN: 'adm_token', OC_CONFIG: NO_PROFILE },
     });
     return { code, stdout, stderr };
   }
@@ -241,18 +256,38 @@ describe('oc against a recording admin API', () => {
       expect(JSON.parse(result.stdout)).toEqual(response);
     });
 
-    it('oc usage reads the keys and the balance and prints both', async () => {
+    it('oc usage reads the keys, the balance, and the ledger back to the first entry older than --days', async () => {
+      const recent = Math.floor(Date.now() / 1000) - 3600;
+      const capture = (id: string, charged: number, reference: string) => ({
+        ...ledger.data[2],
+        id,
+        charged,
+        reference,
+        created: recent,
+      });
       answer('GET', '/admin/v1/organizations/org_1/keys', keyList);
       answer('GET', '/admin/v1/organizations/org_1/balance', balance);
+      answer('GET', '/admin/v1/organizations/org_1/ledger?limit=100', {
+        object: 'list',
+        data: [capture('led_9', 0.4, 'video_1'), capture('led_8', 0.000123, 'chatcmpl_1')],
+        has_more: true,
+      });
+      answer('GET', '/admin/v1/organizations/org_1/ledger?limit=100&after=led_8', {
+        object: 'list',
+        data: [capture('led_7', 0.000077, 'cmpl_1'), ledger.data[2], capture('led_0', 5, 'video_0')],
+        has_more: true,
+      });
 
-      const result = await oc('usage', 'org_1', '--json');
+      const result = await oc('usage', 'org_1', '--days', '7', '--json');
 
       expect(result.code).toBe(0);
       expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual([
         'GET /admin/v1/organizations/org_1/keys',
         'GET /admin/v1/organizations/org_1/balance',
+        'GET /admin/v1/organizations/org_1/ledger?limit=100',
+        'GET /admin/v1/organizations/org_1/ledger?limit=100&after=led_8',
       ]);
-      expect(JSON.parse(result.stdout)).toEqual({ keys: keyList, balance });
+      expect(JSON.parse(result.stdout)).toEqual({ keys: keyList, balance, charged: { days: 7, total: 0.4002, videos: 0.4, chat: 0.0002 } });
     });
   });
 
@@ -290,11 +325,13 @@ describe('oc against a recording admin API', () => {
       expect(stdout).toMatch(/available\s+\$12\.50\n/);
     });
 
-    it('prints the ledger with signed amounts', async () => {
+    it('prints the ledger with signed amounts and what each capture charged', async () => {
       answer('GET', '/admin/v1/organizations/org_1/ledger', ledger);
       const { stdout } = await oc('ledger', 'org_1');
-      expect(stdout).toMatch(/led_1\s+credit\s+\$25\.00\s+\$25\.00\s+2025-01-01T00:00:00Z\s+Welcome credit\s+-/);
-      expect(stdout).toMatch(/led_2\s+charge\s+-\$0\.08\s+\$24\.92\s+2025-01-01T00:00:05Z\s+Chat completion\s+chatcmpl_9/);
+      expect(stdout).toMatch(/^ID\s+TYPE\s+AMOUNT\s+CHARGED\s+AVAILABLE_AFTER/);
+      expect(stdout).toMatch(/led_1\s+credit\s+\$25\.00\s+-\s+\$25\.00\s+2025-01-01T00:00:00Z\s+Welcome credit\s+-/);
+      expect(stdout).toMatch(/led_2\s+reservation\s+-\$0\.10\s+-\s+\$24\.90\s+2025-01-01T00:00:05Z\s+Chat completion\s+chatcmpl_9/);
+      expect(stdout).toMatch(/led_3\s+capture\s+\$0\.02\s+\$0\.08\s+\$24\.92\s+2025-01-01T00:00:06Z\s+Usage charged\s+chatcmpl_9/);
       expect(stdout).not.toContain('(more');
     });
 
@@ -334,10 +371,12 @@ describe('oc against a recording admin API', () => {
       expect(await oc('keys', 'revoke', 'org_1', 'key_2', '--json')).toEqual({ code: 0, stdout: '', stderr: '' });
     });
 
-    it('summarises usage per key with the balance', async () => {
+    it('summarises usage per key with the balance and what was charged', async () => {
       answer('GET', '/admin/v1/organizations/org_1/keys', keyList);
       answer('GET', '/admin/v1/organizations/org_1/balance', balance);
-      const { stdout } = await oc('usage', 'org_1');
+      answer('GET', '/admin/v1/organizations/org_1/ledger?limit=100', ledger);
+      const { stdout } = await oc('usage', 'org_1', '--days', '100000');
+      expect(stdout).toMatch(/charged, 100000 days\s+\$0\.08 \(videos \$0\.00, chat and text \$0\.08\)/);
       expect(stdout).toMatch(/key_1\s+ci-bot\s+active\s+1200\s+2025-01-02T00:00:00Z/);
       expect(stdout).toMatch(/key_2\s+old\s+revoked\s+34\s+-/);
       expect(stdout).toMatch(/total requests\s+1234/);
@@ -350,9 +389,9 @@ describe('oc against a recording admin API', () => {
       answer('GET', '/admin/v1/organizations/org_1', org);
       await run(['orgs', 'get', 'org_1', '--url', `${baseUrl}/`, '--token', 'flag_token'], {
         stdout: { write: () => true },
-        env: { OC_ADMIN_URL: 'http://127.0.0.1:1', OC_ADMIN_TOKEN: 'env_token' },
+        env: { OC_ADMIN_URL: 'http://127.0.0.1:1', OC_ADMIN_TOKEN: 'env_token', OC_CONFIG: NO_PROFILE },
       });
-      await run(['orgs', 'get', 'org_1', '--url', baseUrl], { stdout: { write: () => true }, env: {} });
+      await run(['orgs', 'get', 'org_1', '--url', baseUrl], { stdout: { write: () => true }, env: { OC_CONFIG: NO_PROFILE } });
 
       expect(requests.map((r) => r.headers.authorization)).toEqual(['Bearer flag_token', undefined]);
     });
