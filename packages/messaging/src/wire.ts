@@ -22,9 +22,45 @@ export function toNatsHeaders(record: Record<string, string> | undefined): MsgHd
   return headers;
 }
 
-/** A copy made the way the wire makes one, so no mutable object is shared across a hop. */
-export const wireCopy = <T>(value: T): T =>
-  value === undefined ? value : (JSON.parse(JSON.stringify(value)) as T);
+/**
+ * A copy made the way the wire makes one (what `JSON.parse(JSON.stringify(value))` gives), so no mutable
+ * object is shared across a hop. Strings are immutable, so they are shared rather than written out and read
+ * back: a megabyte prompt costs nothing to copy (the JSON round trip took ~3 ms of the event loop for one).
+ */
+export const wireCopy = <T>(value: T): T => (value === undefined ? value : (copyAsJson(value, '') as T));
+
+function copyAsJson(input: unknown, key: string): unknown {
+  const value =
+    input !== null && typeof input === 'object' && typeof (input as { toJSON?: unknown }).toJSON === 'function'
+      ? (input as { toJSON(key: string): unknown }).toJSON(key)
+      : input;
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value;
+    case 'number':
+      return Number.isFinite(value) ? value + 0 : null;
+    case 'bigint':
+      throw new TypeError('Do not know how to serialize a BigInt');
+    case 'object': {
+      if (value === null) return null;
+      if (value instanceof Number || value instanceof String || value instanceof Boolean) return copyAsJson(value.valueOf(), key);
+      // Array.from, not map: a hole in a sparse array is null on the wire too.
+      if (Array.isArray(value)) return Array.from(value, (item, i) => copyAsJson(item, String(i)) ?? null);
+      const copy: Record<string, unknown> = {};
+      for (const name of Object.keys(value)) {
+        const item = copyAsJson((value as Record<string, unknown>)[name], name);
+        if (item === undefined) continue;
+        // An own `__proto__` (JSON.parse makes one) must stay a property, not become the prototype.
+        if (name === '__proto__') Object.defineProperty(copy, name, { value: item, enumerable: true, writable: true, configurable: true });
+        else copy[name] = item;
+      }
+      return copy;
+    }
+    default:
+      return undefined;
+  }
+}
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
