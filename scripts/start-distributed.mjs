@@ -1,0 +1,132 @@
+// `pnpm start:distributed`: gateway, billing, chat, video and webhook as separate processes over NATS, on
+// one shared event store file, with `pnpm start`'s variables, defaults and first-start conveniences.
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const root = resolve(import.meta.dirname, '..');
+const SERVICES = ['billing', 'chat', 'video', 'webhook', 'gateway'];
+
+const env = process.env;
+const dataDir = resolve(env.DATA_DIR ?? './.data');
+const port = Number(env.PORT ?? 8080);
+const host = env.HOST ?? '0.0.0.0';
+const local = `http://127.0.0.1:${port}`;
+
+execFileSync(process.execPath, [join(root, 'scripts/ensure-built.mjs'), ...SERVICES.map((s) => `services/${s}`)], { stdio: 'inherit' });
+mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+
+/** As `pnpm start`: ADMIN_TOKEN if set, else the one kept in DATA_DIR, else a new one kept there. */
+function adminToken() {
+  if (env.ADMIN_TOKEN) return { token: env.ADMIN_TOKEN, note: 'Admin token: from ADMIN_TOKEN' };
+  const file = join(dataDir, 'admin-token');
+  try {
+    return { token: readFileSync(file, 'utf8').trim(), note: `Admin token: in ${file}` };
+  } catch {
+    const token = `oc_admin_${randomBytes(32).toString('base64url')}`;
+    writeFileSync(file, `${token}\n`, { mode: 0o600 });
+    return { token, note: `Admin token (generated, kept in ${file}): ${token}` };
+  }
+}
+const admin = adminToken();
+
+// Every variable the caller set reaches every process; these are the distributed layout's own.
+const common = {
+  ...env,
+  NATS_URL: env.NATS_URL ?? 'nats://127.0.0.1:4222',
+  EVENTSTORE_FILE: env.EVENTSTORE_FILE ?? join(dataDir, 'events.sqlite'),
+  // As in `pnpm start`: local development, so webhooks may reach this machine and the key is generated.
+  WEBHOOK_MODE: env.WEBHOOK_MODE ?? 'development',
+};
+const own = {
+  gateway: { PORT: String(port), HOST: host, ADMIN_TOKEN: admin.token },
+  video: { PUBLIC_BASE_URL: env.PUBLIC_BASE_URL ?? local },
+};
+
+const children = new Map();
+let stopping = false;
+
+function prefixed(stream, name, out) {
+  createInterface({ input: stream }).on('line', (line) => out.write(`[${name}] ${line}\n`));
+}
+
+for (const name of SERVICES) {
+  const child = spawn(process.execPath, ['--enable-source-maps', join(root, 'services', name, 'dist/main.js')], {
+    cwd: root,
+    env: { ...common, DATA_DIR: join(dataDir, name), ...own[name] },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  prefixed(child.stdout, name, process.stdout);
+  prefixed(child.stderr, name, process.stderr);
+  children.set(name, child);
+  // One service gone means a service that answers 503 for good: stop everything and say which.
+  child.on('exit', (code, signal) => {
+    children.delete(name);
+    if (stopping) return;
+    process.stderr.write(`[start:distributed] ${name} stopped (${signal ?? `exit code ${code}`}); stopping the others\n`);
+    void stop(1);
+  });
+}
+
+async function stop(code) {
+  stopping = true;
+  const exits = [...children.values()].map((child) => new Promise((r) => child.once('exit', r)));
+  for (const child of children.values()) child.kill('SIGTERM');
+  await Promise.all(exits);
+  process.exit(code);
+}
+process.once('SIGINT', () => void stop(0));
+process.once('SIGTERM', () => void stop(0));
+
+async function ready() {
+  for (let attempt = 0; attempt < 600 && !stopping; attempt++) {
+    try {
+      if ((await fetch(`${local}/readyz`)).status === 200) return true;
+    } catch {
+      // Not listening yet.
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return false;
+}
+
+/** `pnpm start`'s demo: on a first start (no organization yet), one organization with credit and a key. */
+async function demoOnFirstStart() {
+  const call = async (method, path, body) => {
+    const res = await fetch(`${local}/admin/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    const json = await res.json();
+    if (res.status !== 200) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  if ((await call('GET', '/organizations?limit=1')).data.length > 0) return undefined;
+  const organization = await call('POST', '/organizations', { name: 'Demo', tier: 'standard' });
+  await call('POST', `/organizations/${organization.id}/credits`, { amount: 10, description: 'Demo credit' });
+  const scopes = ['video:read', 'video:write', 'video:delete', 'chat:read', 'chat:write', 'text:write', 'webhook:read', 'webhook:write', 'webhook:delete'];
+  const key = await call('POST', `/organizations/${organization.id}/keys`, { name: 'Demo key', scopes });
+  return { organization, key: key.key };
+}
+
+if (!(await ready())) {
+  if (!stopping) {
+    process.stderr.write('[start:distributed] the gateway did not become ready in 120 s; stopping\n');
+    await stop(1);
+  }
+} else {
+  const demo = await demoOnFirstStart();
+  const lines = [`OC API listening on ${local} (distributed: ${SERVICES.join(', ')} over ${common.NATS_URL}; data in ${dataDir})`, admin.note];
+  if (demo) {
+    lines.push(
+      `Demo organization ${demo.organization.id} with $10.00 of credit, and an API key with every scope (shown only now):`,
+      `  ${demo.key}`,
+      'Try it:',
+      `  curl -s ${local}/v1/account/balance -H "Authorization: Bearer ${demo.key}"`,
+    );
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
