@@ -1,6 +1,9 @@
+import { z } from 'zod';
+
 /**
  * NATS subjects. Request/reply subjects are `<service>.<resource>.<verb>`; domain events leave each
- * service on JetStream as `events.<service>.<EventType>`; broadcasts are fire-and-forget notices.
+ * service on JetStream as `events.<service>.<EventType>`; broadcasts are fire-and-forget notices. On a
+ * NATS server every one of them carries the deployment's prefix (`natsNames`); in one process none does.
  */
 export const Subjects = {
   billing: {
@@ -63,5 +66,24 @@ export const Subjects = {
   },
 } as const;
 
-export const EVENTS_STREAM = 'EVENTS';
-export const eventSubject = (service: string, type: string) => `events.${service}.${type}`;
+export const DEFAULT_NATS_PREFIX = 'oc';
+
+/** `NATS_PREFIX`: begins every subject and names the JetStream stream, so deployments can share a NATS server. */
+export const NatsPrefixSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,32}$/)
+  .default(DEFAULT_NATS_PREFIX)
+  .describe('1 to 32 letters, digits, - or _; every subject and the JetStream stream carry it');
+
+/**
+ * The names one deployment uses on a NATS server: `<prefix>.<subject>` for requests and broadcasts,
+ * `<prefix>.events.<service>.<EventType>` on the stream `<PREFIX>_EVENTS` for domain events.
+ */
+export function natsNames(prefix: string = DEFAULT_NATS_PREFIX) {
+  return {
+    subject: (subject: string) => `${prefix}.${subject}`,
+    eventsStream: `${prefix.toUpperCase()}_EVENTS`,
+    eventSubject: (service: string, type: string) => `${prefix}.events.${service}.${type}`,
+  };
+}
+export type NatsNames = ReturnType<typeof natsNames>;

@@ -9,7 +9,7 @@ import {
 } from '@nats-io/jetstream';
 import { nanos, type NatsConnection } from '@nats-io/transport-node';
 import { Logger } from '@nestjs/common';
-import { EVENTS_STREAM, eventSubject } from '@oc/contracts';
+import { natsNames, type NatsNames } from '@oc/contracts';
 import type { StoredEvent, Subscription } from '@oc/eventstore';
 import type { DurableEventBus, EventFilter } from './port';
 import { defaultOnError } from './eventstore-bus';
@@ -23,6 +23,8 @@ export interface JetStreamEventBusOptions {
   /** How long a handler may run before JetStream redelivers the message elsewhere. */
   ackWaitMs?: number;
   onError?: EventErrorHandler;
+  /** The deployment's `NATS_PREFIX` (default `oc`). */
+  prefix?: string;
 }
 
 /**
@@ -33,16 +35,19 @@ export interface JetStreamEventBusOptions {
  */
 export class JetStreamEventBus implements DurableEventBus {
   private readonly logger = new Logger(JetStreamEventBus.name);
+  private readonly names: NatsNames;
 
   constructor(
     private readonly nc: NatsConnection,
     private readonly options: JetStreamEventBusOptions = {},
-  ) {}
+  ) {
+    this.names = natsNames(options.prefix);
+  }
 
   async consume(consumerName: string, filter: EventFilter, handler: EventHandler): Promise<Subscription> {
     const jsm = await jetstreamManager(this.nc);
     await this.upsertConsumer(jsm, consumerName, filter);
-    const consumer = await jsm.jetstream().consumers.get(EVENTS_STREAM, consumerName);
+    const consumer = await jsm.jetstream().consumers.get(this.names.eventsStream, consumerName);
     // One message in hand at a time: a buffered one would spend its ack wait queued behind others.
     const messages = await consumer.consume({ max_messages: 1 });
     const types = new Set(filter.types);
@@ -78,22 +83,22 @@ export class JetStreamEventBus implements DurableEventBus {
   }
 
   private async upsertConsumer(jsm: JetStreamManager, name: string, filter: EventFilter): Promise<void> {
-    const subjects = filter.types.map((type) => eventSubject(filter.service, type));
+    const subjects = filter.types.map((type) => this.names.eventSubject(filter.service, type));
     const config: Partial<ConsumerUpdateConfig> = {
       ...(subjects.length === 1
         ? { filter_subject: subjects[0] }
         : supportsMultipleFilters(this.nc)
           ? { filter_subjects: subjects }
           : // Older servers get the whole service; `consume` drops the other types client-side.
-            { filter_subject: eventSubject(filter.service, '>') }),
+            { filter_subject: this.names.eventSubject(filter.service, '>') }),
       ack_wait: nanos(this.options.ackWaitMs ?? 60_000),
       max_deliver: -1,
     };
     try {
-      await jsm.consumers.update(EVENTS_STREAM, name, config);
+      await jsm.consumers.update(this.names.eventsStream, name, config);
     } catch (error) {
       if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.ConsumerNotFound)) throw error;
-      await jsm.consumers.add(EVENTS_STREAM, {
+      await jsm.consumers.add(this.names.eventsStream, {
         ...config,
         durable_name: name,
         ack_policy: AckPolicy.Explicit,

@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { Logger } from '@nestjs/common';
 import { ClientNats, NatsRecordBuilder, ServerNats, type NatsOptions } from '@nestjs/microservices';
-import type { Reply } from '@oc/contracts';
+import { natsNames, type NatsNames, type Reply } from '@oc/contracts';
 import type { Subscription } from '@oc/eventstore';
 import { firstValueFrom, timeout } from 'rxjs';
 import type { RequestOptions, ServiceClient } from './port';
@@ -14,6 +14,8 @@ import {
 } from './wire';
 
 export type NatsConnectOptions = NonNullable<NatsOptions['options']>;
+/** The connection, and the deployment's `NATS_PREFIX` (default `oc`). */
+export type NatsDeploymentOptions = NatsConnectOptions & { prefix?: string };
 
 // The client library gives up after 10 reconnect attempts by default, which would leave a service
 // silently deaf after a NATS restart; keep reconnecting instead.
@@ -23,11 +25,35 @@ const RECONNECT_FOREVER = { maxReconnectAttempts: -1 } as const;
  * Nest's NATS transport for `NestFactory.createMicroservice(AppModule, { strategy })`. Every
  * replica of a service subscribes in the same queue group, so each request reaches one of them.
  */
-export function natsServerStrategy(options: NatsConnectOptions & { queue: string }): ServerNats {
-  return new ReadyServerNats({ ...RECONNECT_FOREVER, ...options });
+export function natsServerStrategy({ prefix, ...options }: NatsDeploymentOptions & { queue: string }): ServerNats {
+  return new ReadyServerNats({ ...RECONNECT_FOREVER, ...options }, natsNames(prefix));
 }
 
 class ReadyServerNats extends ServerNats {
+  private readonly queue: string | undefined;
+
+  constructor(
+    options: NatsConnectOptions & { queue: string },
+    private readonly names: NatsNames,
+  ) {
+    super(options);
+    this.queue = options.queue;
+  }
+
+  // Handlers are registered under the plain subjects (`@MessagePattern(Subjects.…)`); on the server they
+  // listen under the deployment's prefix, and are found again by the plain one.
+  override bindEvents(client: NatsConnection): void {
+    const subscriptions = (this as unknown as { subscriptions: unknown[] }).subscriptions;
+    for (const [channel, handler] of this.messageHandlers) {
+      subscriptions.push(
+        client.subscribe(this.names.subject(channel), {
+          queue: (handler.extras?.queue as string | undefined) ?? this.queue,
+          callback: this.getMessageHandler(channel).bind(this),
+        }),
+      );
+    }
+  }
+
   // Nest reports "listening" once the subscriptions are merely queued; waiting until the server has
   // them means a request sent after `listen()` resolved cannot meet "no responders".
   override start(callback: (err?: unknown, ...optionalParams: unknown[]) => void): void {
@@ -50,9 +76,11 @@ class ReplyClientNats extends ClientNats {
 export class NatsServiceClient implements ServiceClient {
   private readonly client: ClientNats;
   private readonly logger = new Logger(NatsServiceClient.name);
+  private readonly names: NatsNames;
 
-  constructor(options: NatsConnectOptions) {
+  constructor({ prefix, ...options }: NatsDeploymentOptions) {
     this.client = new ReplyClientNats({ ...RECONNECT_FOREVER, ...options });
+    this.names = natsNames(prefix);
   }
 
   /** The underlying connection, e.g. for JetStream (`jetstream(nc)`). */
@@ -64,7 +92,7 @@ export class NatsServiceClient implements ServiceClient {
     const record = new NatsRecordBuilder(payload).setHeaders(toNatsHeaders(options.headers)).build();
     try {
       return await firstValueFrom(
-        this.client.send<Reply<T>>(subject, record).pipe(timeout(options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS)),
+        this.client.send<Reply<T>>(this.names.subject(subject), record).pipe(timeout(options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS)),
       );
     } catch (error) {
       return failureReply(error);
@@ -73,7 +101,7 @@ export class NatsServiceClient implements ServiceClient {
 
   async broadcast(subject: string, payload: unknown): Promise<void> {
     const nc = await this.connection();
-    nc.publish(subject, JSON.stringify(payload ?? null));
+    nc.publish(this.names.subject(subject), JSON.stringify(payload ?? null));
     // Flushed so the notice is at the server before anything this caller sends next on another
     // connection (e.g. billing's answer to a key revocation).
     await nc.flush();
@@ -81,7 +109,7 @@ export class NatsServiceClient implements ServiceClient {
 
   async onBroadcast(subject: string, handler: (payload: unknown) => void): Promise<Subscription> {
     const nc = await this.connection();
-    const subscription = nc.subscribe(subject, {
+    const subscription = nc.subscribe(this.names.subject(subject), {
       callback: (error, msg) => {
         if (error) return this.logger.error(error);
         deliverSafely(() => handler(msg.json()), (e) => this.logger.error(e));

@@ -7,24 +7,25 @@ import {
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { Logger } from '@nestjs/common';
-import { EVENTS_STREAM, eventSubject } from '@oc/contracts';
+import { natsNames } from '@oc/contracts';
 import type { CheckpointStore, EventStore, Subscription } from '@oc/eventstore';
 import { describe, exponentialBackoff, subscribeCheckpointed, type EventErrorHandler, type RetryDelay } from './retry';
 
 /** Creates the `EVENTS` stream, or brings an existing one to this configuration. */
-export async function ensureEventsStream(jsm: JetStreamManager): Promise<void> {
+export async function ensureEventsStream(jsm: JetStreamManager, prefix?: string): Promise<void> {
+  const names = natsNames(prefix);
   const config = {
-    subjects: ['events.>'],
+    subjects: [names.eventSubject('*', '>')],
     storage: StorageType.File,
     // The relay republishes after a crash between publish and checkpoint; within this window
     // JetStream drops the copy by its message id. Restarts take seconds, two minutes is ample.
     duplicate_window: nanos(2 * 60_000),
   };
   try {
-    await jsm.streams.update(EVENTS_STREAM, config);
+    await jsm.streams.update(names.eventsStream, config);
   } catch (error) {
     if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)) throw error;
-    await jsm.streams.add({ name: EVENTS_STREAM, ...config });
+    await jsm.streams.add({ name: names.eventsStream, ...config });
   }
 }
 
@@ -45,6 +46,8 @@ export interface OutboxRelayOptions {
   name?: string;
   retryDelay?: RetryDelay;
   onError?: EventErrorHandler;
+  /** The deployment's `NATS_PREFIX` (default `oc`). */
+  prefix?: string;
 }
 
 /**
@@ -54,6 +57,7 @@ export interface OutboxRelayOptions {
  */
 export function startOutboxRelay(options: OutboxRelayOptions): Promise<Subscription> {
   const { service, js, owns } = options;
+  const names = natsNames(options.prefix);
   const logger = new Logger(`OutboxRelay(${service})`);
   return subscribeCheckpointed({
     eventStore: options.eventStore,
@@ -61,7 +65,7 @@ export function startOutboxRelay(options: OutboxRelayOptions): Promise<Subscript
     name: options.name ?? `outbox-relay.${service}`,
     handle: async (events) => {
       const own = events.filter((event) => owns(event.streamName));
-      await Promise.all(own.map((event) => js.publish(eventSubject(service, event.type), JSON.stringify(event), { msgID: event.id })));
+      await Promise.all(own.map((event) => js.publish(names.eventSubject(service, event.type), JSON.stringify(event), { msgID: event.id })));
       return own.length > 0;
     },
     retryDelay: options.retryDelay ?? exponentialBackoff(),

@@ -1,6 +1,8 @@
 import { jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { EVENTS_STREAM, ownsStream } from '@oc/contracts';
+import { natsNames, ownsStream } from '@oc/contracts';
+
+const { eventsStream: EVENTS_STREAM, eventSubject } = natsNames();
 import { SqliteCheckpointStore, SqliteEventStore, type CheckpointStore, type StoredEvent } from '@oc/eventstore';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { JetStreamEventBus, ensureEventsStream, startOutboxRelay, type OutboxRelayOptions } from '../src';
@@ -29,13 +31,13 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
     const store = new SqliteEventStore({ filename: ':memory:' });
     const checkpoints = new SqliteCheckpointStore(store);
     cleanups.push(
-      () => jsm.streams.purge(EVENTS_STREAM, { filter: `events.${service}.>` }),
+      () => jsm.streams.purge(EVENTS_STREAM, { filter: eventSubject(service, '>') }),
       () => store.close(),
     );
     const append = (stream: string, ...types: string[]) =>
       store.appendToStream(stream, types.map((type) => ({ type, data: { stream } })), { expectedRevision: 'any' });
     const subjectCounts = async () =>
-      (await jsm.streams.info(EVENTS_STREAM, { subjects_filter: `events.${service}.>` })).state.subjects ?? {};
+      (await jsm.streams.info(EVENTS_STREAM, { subjects_filter: eventSubject(service, '>') })).state.subjects ?? {};
     const consume = async (bus: JetStreamEventBus, types: string[], handler: (event: StoredEvent) => Promise<void>) => {
       const name = `test-${service}`;
       const subscription = await bus.consume(name, { service, types }, handler);
@@ -66,9 +68,9 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
     });
     await vi.waitFor(async () =>
       expect(await subjectCounts()).toEqual({
-        [`events.${service}.VideoCreated`]: 1,
-        [`events.${service}.VideoProgressed`]: 1,
-        [`events.${service}.VideoCompleted`]: 1,
+        [eventSubject(service, 'VideoCreated')]: 1,
+        [eventSubject(service, 'VideoProgressed')]: 1,
+        [eventSubject(service, 'VideoCompleted')]: 1,
       }),
     );
     await relayA.stop();
@@ -82,9 +84,9 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
 
     // Relay B republished the three events relay A had already published; JetStream kept one copy of each.
     expect(await subjectCounts()).toEqual({
-      [`events.${service}.VideoCreated`]: 2,
-      [`events.${service}.VideoProgressed`]: 1,
-      [`events.${service}.VideoCompleted`]: 2,
+      [eventSubject(service, 'VideoCreated')]: 2,
+      [eventSubject(service, 'VideoProgressed')]: 1,
+      [eventSubject(service, 'VideoCompleted')]: 2,
     });
     const wanted = all.filter((event) => event.type !== 'VideoProgressed');
     await vi.waitFor(() => expect(received.map((e) => e.id)).toEqual(wanted.map((e) => e.id)));
@@ -115,8 +117,8 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
     cleanups.push(() => relayB.stop());
     await vi.waitFor(async () => expect(await checkpoints.load(`outbox-relay.${service}`)).toBe(11));
     expect(await subjectCounts()).toEqual({
-      [`events.${service}.VideoCreated`]: 6,
-      [`events.${service}.VideoCompleted`]: 5,
+      [eventSubject(service, 'VideoCreated')]: 6,
+      [eventSubject(service, 'VideoCompleted')]: 5,
     });
   });
 
@@ -164,7 +166,7 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
     // `events.<chat>.*`, and JetStream, de-duplicating on the event id, would drop the video relay's copies.
     const { service: video, store, checkpoints, append, subjectCounts, consume } = fixture();
     const chat = `${video}chat`;
-    cleanups.push(() => jsm.streams.purge(EVENTS_STREAM, { filter: `events.${chat}.>` }));
+    cleanups.push(() => jsm.streams.purge(EVENTS_STREAM, { filter: eventSubject(chat, '>') }));
     await append('video-v1', 'VideoQueued', 'VideoCompleted');
     await append('chat-s1', 'ChatSessionStarted', 'ChatExchangeRecorded');
     await append('completion-c1', 'CompletionStarted', 'CompletionSettled');
@@ -178,13 +180,13 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
     cleanups.push(() => videoRelay.stop());
     await vi.waitFor(async () => expect(await checkpoints.load(`outbox-relay.${video}`)).toBe(last));
 
-    expect(await subjectCounts()).toEqual({ [`events.${video}.VideoQueued`]: 1, [`events.${video}.VideoCompleted`]: 1 });
-    const chatSubjects = (await jsm.streams.info(EVENTS_STREAM, { subjects_filter: `events.${chat}.>` })).state.subjects ?? {};
+    expect(await subjectCounts()).toEqual({ [eventSubject(video, 'VideoQueued')]: 1, [eventSubject(video, 'VideoCompleted')]: 1 });
+    const chatSubjects = (await jsm.streams.info(EVENTS_STREAM, { subjects_filter: eventSubject(chat, '>') })).state.subjects ?? {};
     expect(chatSubjects).toEqual({
-      [`events.${chat}.ChatSessionStarted`]: 1,
-      [`events.${chat}.ChatExchangeRecorded`]: 1,
-      [`events.${chat}.CompletionStarted`]: 1,
-      [`events.${chat}.CompletionSettled`]: 1,
+      [eventSubject(chat, 'ChatSessionStarted')]: 1,
+      [eventSubject(chat, 'ChatExchangeRecorded')]: 1,
+      [eventSubject(chat, 'CompletionStarted')]: 1,
+      [eventSubject(chat, 'CompletionSettled')]: 1,
     });
     const received: StoredEvent[] = [];
     await consume(new JetStreamEventBus(nc), ['VideoQueued', 'VideoCompleted'], async (event) => void received.push(event));

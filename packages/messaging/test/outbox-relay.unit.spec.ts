@@ -40,7 +40,7 @@ describe('outbox relay (JetStream faked)', () => {
     try {
       await vi.waitFor(() => expect(published).toHaveLength(1));
       const [stored] = await store.readAll({ maxCount: 1 });
-      expect(published[0]).toEqual({ subject: 'events.video.VideoCreated', event: stored, msgID: 'evt-1' });
+      expect(published[0]).toEqual({ subject: 'oc.events.video.VideoCreated', event: stored, msgID: 'evt-1' });
       expect(await checkpoints.load('outbox-relay.video')).toBeUndefined();
 
       acknowledge({ stream: 'EVENTS', seq: 1, duplicate: false });
@@ -77,8 +77,8 @@ describe('outbox relay (JetStream faked)', () => {
     try {
       await vi.waitFor(async () => expect(await checkpoints.load('outbox-relay.video')).toBe(last));
       expect(published).toEqual([
-        { subject: 'events.video.VideoQueued', stream: 'video-v1', msgID: 'video-v1/VideoQueued' },
-        { subject: 'events.video.VideoCompleted', stream: 'video-v1', msgID: 'video-v1/VideoCompleted' },
+        { subject: 'oc.events.video.VideoQueued', stream: 'video-v1', msgID: 'video-v1/VideoQueued' },
+        { subject: 'oc.events.video.VideoCompleted', stream: 'video-v1', msgID: 'video-v1/VideoCompleted' },
       ]);
     } finally {
       await relay.stop();

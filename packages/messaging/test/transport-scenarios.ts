@@ -139,13 +139,11 @@ export function transportScenarios(createMode: () => Promise<TransportMode>) {
 
   it('delivers request headers to the handler context', async () => {
     const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    // Over NATS the subject carries the deployment's NATS_PREFIX (`oc.` by default).
+    const subject = expect.stringMatching(new RegExp(`^(oc\\.)?${prefix}\\.headers$`));
     const reply = await client.request(`${prefix}.headers`, {}, { headers: { traceparent, tracestate: 'oc=1' } });
-    expect(reply).toEqual(
-      ok({ all: { traceparent, tracestate: 'oc=1' }, traceparent, subject: `${prefix}.headers` }),
-    );
-    expect(await client.request(`${prefix}.headers`, {})).toEqual(
-      ok({ all: {}, traceparent: null, subject: `${prefix}.headers` }),
-    );
+    expect(reply).toEqual(ok({ all: { traceparent, tracestate: 'oc=1' }, traceparent, subject }));
+    expect(await client.request(`${prefix}.headers`, {})).toEqual(ok({ all: {}, traceparent: null, subject }));
   });
 
   it('never shares payload objects between caller and handler', async () => {

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { type OwningService, ownsStream } from '@oc/contracts';
+import { NatsPrefixSchema, type OwningService, ownsStream } from '@oc/contracts';
 import { type CheckpointStore, type EventStore, ensurePrivateDir, privateFiles } from '@oc/eventstore';
 import { openEventStores } from '@oc/eventstore/open';
 import { ensureEventsStream, natsServerStrategy, NatsServiceClient, startOutboxRelay } from '@oc/messaging';
@@ -16,6 +16,7 @@ import { z } from 'zod';
 export const serviceProcessConfig = (service: OwningService) =>
   z.object({
     NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+    NATS_PREFIX: NatsPrefixSchema,
     DATA_DIR: z.string().default(`./.data/${service}`),
     EVENTSTORE_URL: z.string().optional(),
     /**
@@ -58,11 +59,12 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
   const readModels = config.MONGO_URL
     ? await MongoReadModelStore.connect(config.MONGO_URL, `oc_${service}`)
     : new SqliteReadModelStore({ filename: join(config.DATA_DIR, 'read-models.sqlite') });
-  const client = new NatsServiceClient({ servers: config.NATS_URL });
+  const client = new NatsServiceClient({ servers: config.NATS_URL, prefix: config.NATS_PREFIX });
   const nc = await client.connection();
-  await ensureEventsStream(await jetstreamManager(nc));
+  await ensureEventsStream(await jetstreamManager(nc), config.NATS_PREFIX);
   const relay = await startOutboxRelay({
     service,
+    prefix: config.NATS_PREFIX,
     owns: ownsStream(service),
     eventStore: stores.store,
     checkpoints: stores.checkpoints,
@@ -78,7 +80,7 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
     logger,
   });
   const app = await NestFactory.createMicroservice(instance.module, {
-    strategy: natsServerStrategy({ servers: config.NATS_URL, queue: service }),
+    strategy: natsServerStrategy({ servers: config.NATS_URL, queue: service, prefix: config.NATS_PREFIX }),
     logger: false,
   });
   await app.listen();

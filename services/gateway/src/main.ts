@@ -1,4 +1,4 @@
-import { configFromEnv, systemClock } from '@oc/contracts';
+import { configFromEnv, NatsPrefixSchema, systemClock } from '@oc/contracts';
 import { NatsServiceClient } from '@oc/messaging';
 import { createLogger, startTelemetry } from '@oc/telemetry';
 import { Redis } from 'ioredis';
@@ -15,6 +15,7 @@ const config = configFromEnv(
     PORT: z.coerce.number().int().min(0).max(65_535).default(8080).describe('a TCP port, 0 to 65535'),
     HOST: z.string().default('0.0.0.0'),
     NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+    NATS_PREFIX: NatsPrefixSchema,
     ADMIN_TOKEN: z.string().min(16).describe('the operator token for /admin/v1, at least 16 characters'),
     REDIS_URL: z.string().url().optional(),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -26,7 +27,7 @@ const config = configFromEnv(
 
 const telemetry = await startTelemetry({ serviceName: 'oc-gateway', version: pkg.version });
 const logger = createLogger({ service: 'gateway', level: config.LOG_LEVEL });
-const services = new NatsServiceClient({ servers: config.NATS_URL });
+const services = new NatsServiceClient({ servers: config.NATS_URL, prefix: config.NATS_PREFIX });
 const redis = config.REDIS_URL ? new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
 
 const gateway = await createGateway({

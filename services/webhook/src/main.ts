@@ -30,7 +30,7 @@ await runServiceProcess({
     createWebhook({
       eventStore,
       readModels,
-      bus: new JetStreamEventBus(nc),
+      bus: new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX }),
       consumerName: config.WEBHOOK_CONSUMER,
       clock: systemClock,
       ids: randomIds,

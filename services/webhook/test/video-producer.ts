@@ -16,7 +16,7 @@ export interface VideoProducer {
 /**
  * Stands in for the video service on its real producer path: embedded, an append to the shared SQLite
  * log; distributed, an append to a log of its own that the outbox relay publishes to JetStream as
- * `events.video.<type>`.
+ * `oc.events.video.<type>`.
  */
 export async function videoProducer(target: { sqliteFile: string } | { natsUrl: string }): Promise<VideoProducer> {
   let dir: string | undefined;
