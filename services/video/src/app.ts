@@ -11,7 +11,7 @@ import { LocalFileStore } from './adapters/local-file-store';
 import { OpenAiVideoProvider } from './adapters/openai-provider';
 import { ClockScheduler } from './adapters/scheduler';
 import { SimulatedProvider } from './adapters/simulator';
-import { type JobTimings, VideoJobs } from './application/jobs';
+import { fileKey, type JobTimings, VideoJobs } from './application/jobs';
 import type { FileStore, Scheduler, VideoProvider } from './application/ports';
 import { VideoService } from './application/videos';
 import type { VideoConfig } from './config';
@@ -115,6 +115,10 @@ export async function createVideo(runtime: VideoRuntime) {
     logger,
     timings,
     contentUrl: (videoId) => `${base}/v1/videos/${videoId}/content`,
+    permanentUrl: (video) =>
+      config.VIDEO_PUBLIC_BASE_URL
+        ? `${config.VIDEO_PUBLIC_BASE_URL.replace(/\/$/, '')}/${fileKey(video, 'video')}`
+        : `${base}/v1/videos/${video.videoId}/content`,
   });
   const service = new VideoService({
     commands,

@@ -22,6 +22,11 @@ const MINUTE = 60_000;
 export const VideoConfigSchema = z.object({
   /** Base of the absolute `url` values; the standalone defaults it to the address it listens on. */
   PUBLIC_BASE_URL: z.url().optional(),
+  /**
+   * The public or CDN address in front of the permanent store (e.g. a CDN over the S3 bucket): a persisted
+   * video's `url` is this plus its object key. Unset, the `url` stays the content endpoint.
+   */
+  VIDEO_PUBLIC_BASE_URL: z.url().optional().describe('an http(s) URL; the object key (<org_id>/<video_id>.mp4) is appended'),
   /** The upstream live keys use; test keys always use the simulator. */
   VIDEO_PROVIDER: z.enum(['simulator', 'openai']).default('simulator'),
   VIDEO_UPSTREAM_BASE_URL: z.url().default('https://api.openai.com/v1'),

@@ -296,6 +296,14 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     await s3.close();
   });
 
+  it("names the CDN's copy in url once persisted, when VIDEO_PUBLIC_BASE_URL is set, and the content endpoint before", async () => {
+    const id = await completedVideo({ ...lifecycle, VIDEO_PUBLIC_BASE_URL: 'https://cdn.example.com/videos/' });
+    expect((await retrieve(id)).url).toMatch(new RegExp(`/v1/videos/${id}/content$`));
+    clock.advance(2_700_000);
+    await runDue();
+    expect(await retrieve(id)).toMatchObject({ 'x-persisted': true, url: `https://cdn.example.com/videos/org_1/${id}.mp4` });
+  });
+
   it('answers 410 video_expired for a video whose service was down until past the temporary TTL', async () => {
     const id = await completedVideo(lifecycle);
     await running!.video.close();

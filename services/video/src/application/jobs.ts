@@ -32,6 +32,8 @@ export interface JobDeps {
   logger: Logger;
   timings: JobTimings;
   contentUrl(videoId: string): string;
+  /** Where a persisted video is downloaded from: the CDN over the permanent store, or the content endpoint. */
+  permanentUrl(video: { orgId: string; videoId: string }): string;
 }
 
 export const fileKey = (video: { orgId: string; videoId: string }, variant: 'video' | 'thumbnail') =>
@@ -218,7 +220,7 @@ export class VideoJobs {
       if (size === null) throw new Error(`Temporary file ${key} is missing`);
       await permanent.put(key, await temporary.read(key, 0, size));
     }
-    await this.apply(state.videoId, { type: 'PersistVideo', url: this.deps.contentUrl(state.videoId), now });
+    await this.apply(state.videoId, { type: 'PersistVideo', url: this.deps.permanentUrl(state), now });
     for (const variant of variants) await temporary.remove(fileKey(state, variant));
   }
 
