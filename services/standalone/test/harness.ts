@@ -56,7 +56,7 @@ export const embedded: Starter = async (env = {}) => {
 
 const natsUrl = () => process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
     const server = createServer();
     server.listen(0, '127.0.0.1', () => {

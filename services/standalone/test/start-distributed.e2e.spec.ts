@@ -1,24 +1,15 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { SCOPES } from '@oc/contracts';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { freePort } from './harness';
 import { natsReachable } from './nats';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 const nats = await natsReachable();
-
-function freePort(): Promise<number> {
-  return new Promise((resolvePort) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolvePort(port));
-    });
-  });
-}
 
 /** `pnpm start:distributed` as a newcomer runs it: no variables beyond the port, data and NATS. */
 describe.skipIf(!nats)('pnpm start:distributed', () => {
