@@ -62,6 +62,11 @@ export function configFromEnv<S extends z.ZodType>(
   checks: readonly ConfigurationCheck[] = [],
 ): z.output<S> {
   const parsed = parseConfiguration(schema, env, checks);
+  // `OC_CHECK_CONFIG=1`: say whether this environment would start the process, and start nothing (as `nginx -t`).
+  if (parsed.success && env.OC_CHECK_CONFIG === '1') {
+    process.stdout.write('Configuration OK\n');
+    return process.exit(0);
+  }
   if (parsed.success) return parsed.data;
   process.stderr.write(parsed.problems.map((problem) => `Invalid configuration: ${formatConfigurationProblem(problem)}\n`).join(''));
   return process.exit(78);
