@@ -25,7 +25,10 @@ describe('fairness: one organization at its limits cannot stall another', () => 
   it(`adds under ${P99_BOUND_MS} ms to another organization's p99 while one sends megabyte prompts at its chat rate limit`, async () => {
     // The probe's attacker: a standard organization holding 0.01 USD, a 1 MB message and max_tokens 1.
     const heavy = await api.newCustomer({ credit: 0.01, scopes: ['chat:write'] });
-    const other = await api.newCustomer({ tier: 'enterprise', credit: 1, scopes: ['chat:read'], key: { rate_limit_per_minute: 2_000 } });
+    // Limits far above what the probe can send on the fastest machine: a 429 here would measure nothing.
+    const other = await api.newCustomer({ tier: 'enterprise', credit: 1, scopes: ['chat:read'], key: { rate_limit_per_minute: 100_000 } });
+    const limits = await api.admin('PATCH', `/organizations/${other.orgId}`, { limits: { requests_per_minute: 1_000_000, requests_per_day: 10_000_000 } });
+    expect(limits.status).toBe(200);
     const body = JSON.stringify({ model: 'chat-2', max_tokens: 1, messages: [{ role: 'user', content: 'word '.repeat(200_000) }] });
     const send = () =>
       fetch(`${service.url}/v1/chat/completions`, {

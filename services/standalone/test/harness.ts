@@ -4,7 +4,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ManualClock } from '@oc/contracts';
+import { randomBytes } from 'node:crypto';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { ManualClock, natsNames } from '@oc/contracts';
 import { vi } from 'vitest';
 import { loadStandaloneConfig } from '../src/config';
 import { type Standalone, startStandalone } from '../src/standalone';
@@ -55,6 +58,23 @@ export const embedded: Starter = async (env = {}) => {
 };
 
 const natsUrl = () => process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+
+/**
+ * A deployment of its own on the shared NATS server: another run's processes (a second checkout's tests, a
+ * bench) never answer this run's requests nor take its events.
+ */
+export const uniqueNatsPrefix = () => `t${randomBytes(6).toString('hex')}`;
+
+/** The run's JetStream stream goes with it, so runs do not pile streams up on the server. */
+export async function deleteEventsStream(prefix: string): Promise<void> {
+  const nc = await connect({ servers: natsUrl() });
+  try {
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.delete(natsNames(prefix).eventsStream).catch(() => undefined);
+  } finally {
+    await nc.close();
+  }
+}
 
 export function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
@@ -150,8 +170,10 @@ export const standaloneProcess: Starter = async (env = {}) => {
 export const distributed = async (env: Record<string, string> = {}, options: { sharedEventStore?: boolean } = {}): Promise<RunningService> => {
   const dataDir = await mkdtemp(join(tmpdir(), 'oc-distributed-'));
   const port = await freePort();
+  const prefix = uniqueNatsPrefix();
   const common = {
     NATS_URL: natsUrl(),
+    NATS_PREFIX: prefix,
     KEY_USAGE_FLUSH_MS: '100',
     ...(options.sharedEventStore ? { EVENTSTORE_FILE: join(dataDir, 'events.sqlite') } : {}),
     ...env,
@@ -196,6 +218,7 @@ export const distributed = async (env: Record<string, string> = {}, options: { s
     },
     async stop() {
       await Promise.all(children.map(stopProcess));
+      await deleteEventsStream(prefix);
       await rm(dataDir, { recursive: true, force: true });
     },
   };

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { SCOPES } from '@oc/contracts';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { freePort } from './harness';
+import { deleteEventsStream, freePort, uniqueNatsPrefix } from './harness';
 import { natsReachable } from './nats';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
@@ -17,6 +17,7 @@ describe.skipIf(!nats)('pnpm start:distributed', () => {
   let port: number;
   let child: ChildProcess;
   let output = '';
+  const prefix = uniqueNatsPrefix();
 
   const start = async () => {
     output = '';
@@ -28,6 +29,7 @@ describe.skipIf(!nats)('pnpm start:distributed', () => {
         HOST: '127.0.0.1',
         DATA_DIR: dataDir,
         NATS_URL: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+        NATS_PREFIX: prefix,
         LOG_LEVEL: 'warn',
         SIM_VIDEO_DURATION_MS: '0',
         CHAT_SIMULATOR_WORD_DELAY_MS: '0',
@@ -51,6 +53,7 @@ describe.skipIf(!nats)('pnpm start:distributed', () => {
   }, 180_000);
   afterAll(async () => {
     if (child.exitCode === null) await stop();
+    await deleteEventsStream(prefix);
     await rm(dataDir, { recursive: true, force: true });
   });
 
