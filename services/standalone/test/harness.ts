@@ -24,6 +24,8 @@ export interface RunningService {
   adminToken: string;
   /** Distributed only: the directory under which each service keeps its data. */
   dataDir?: string;
+  /** Distributed only: the run's NATS_PREFIX, for a test that publishes to the deployment's NATS itself. */
+  natsPrefix?: string;
   /** Present only in embedded mode, where the test owns the clock. */
   clock?: ManualClock;
   /** Stops every process and starts them again on the same data. */
@@ -200,6 +202,7 @@ export const distributed = async (env: Record<string, string> = {}, options: { s
   return {
     mode: 'distributed',
     dataDir,
+    natsPrefix: prefix,
     url: `http://127.0.0.1:${port}`,
     adminToken: ADMIN_TOKEN,
     async restart() {

@@ -57,7 +57,7 @@ describe.each(modes)('webhooks (%s)', (mode, start) => {
     });
     api = clientFor(service);
     producer = await videoProducer(
-      service.mode === 'embedded' ? { sqliteFile: join(dataDir, 'events.sqlite') } : { natsUrl: process.env.NATS_URL ?? 'nats://127.0.0.1:4222' },
+      service.mode === 'embedded' ? { sqliteFile: join(dataDir, 'events.sqlite') } : { natsUrl: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', prefix: service.natsPrefix },
     );
     // The webhook process may come up after the gateway reports ready.
     const { key } = await api.newCustomer({ scopes: ['webhook:read'] });

@@ -16,9 +16,9 @@ export interface VideoProducer {
 /**
  * Stands in for the video service on its real producer path: embedded, an append to the shared SQLite
  * log; distributed, an append to a log of its own that the outbox relay publishes to JetStream as
- * `oc.events.video.<type>`.
+ * `<prefix>.events.video.<type>` (the deployment's NATS_PREFIX).
  */
-export async function videoProducer(target: { sqliteFile: string } | { natsUrl: string }): Promise<VideoProducer> {
+export async function videoProducer(target: { sqliteFile: string } | { natsUrl: string; prefix?: string }): Promise<VideoProducer> {
   let dir: string | undefined;
   let filename: string;
   if ('sqliteFile' in target) filename = target.sqliteFile;
@@ -30,10 +30,17 @@ export async function videoProducer(target: { sqliteFile: string } | { natsUrl: 
   let relay: Subscription | undefined;
   let client: NatsServiceClient | undefined;
   if ('natsUrl' in target) {
-    client = new NatsServiceClient({ servers: target.natsUrl });
+    client = new NatsServiceClient({ servers: target.natsUrl, prefix: target.prefix });
     const nc = await client.connection();
-    await ensureEventsStream(await jetstreamManager(nc));
-    relay = await startOutboxRelay({ service: 'video', owns: ownsStream('video'), eventStore: stores.store, checkpoints: stores.checkpoints, js: jetstream(nc) });
+    await ensureEventsStream(await jetstreamManager(nc), target.prefix);
+    relay = await startOutboxRelay({
+      service: 'video',
+      owns: ownsStream('video'),
+      eventStore: stores.store,
+      checkpoints: stores.checkpoints,
+      js: jetstream(nc),
+      prefix: target.prefix,
+    });
   }
   return {
     async emit(type, orgId, video = {}) {
