@@ -39,18 +39,40 @@ export function randomId(length = 24): string {
 
 export const randomIds: IdSource = { next: (prefix) => `${prefix}${randomId()}` };
 
-/** A clock tests can move by hand. */
+/**
+ * A clock tests can move by hand. Its time lives in shared memory, so that another thread of the process
+ * (the gateway's, in standalone mode) reads the same time through `clockFromShared(clock.shared)`.
+ */
 export class ManualClock implements Clock {
-  constructor(private ms = Date.UTC(2026, 0, 1)) {}
+  readonly shared = new SharedArrayBuffer(8);
+  private readonly time = new Float64Array(this.shared);
+  constructor(ms = Date.UTC(2026, 0, 1)) {
+    this.time[0] = ms;
+  }
   now() {
-    return this.ms;
+    return this.time[0]!;
   }
   advance(ms: number) {
-    this.ms += ms;
+    this.time[0]! += ms;
   }
   set(ms: number) {
-    this.ms = ms;
+    this.time[0] = ms;
   }
+}
+
+/** What another thread needs to read a clock: the system's, or a `ManualClock`'s shared time. */
+export type ShareableClock = { kind: 'system' } | { kind: 'shared'; time: SharedArrayBuffer };
+
+export function shareClock(clock: Clock): ShareableClock {
+  if (clock === systemClock) return { kind: 'system' };
+  if (clock instanceof ManualClock) return { kind: 'shared', time: clock.shared };
+  throw new TypeError('Only the system clock and a ManualClock can be shared with another thread');
+}
+
+export function clockFromShared(shared: ShareableClock): Clock {
+  if (shared.kind === 'system') return systemClock;
+  const time = new Float64Array(shared.time);
+  return { now: () => time[0]! };
 }
 
 /**

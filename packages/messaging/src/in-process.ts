@@ -42,12 +42,22 @@ export class InProcessBroker {
     };
   }
 
-  /** The answer, or `undefined` when nobody serves the subject (NATS: no responders). */
-  request(subject: string, payload: unknown, headers?: Record<string, string>): Promise<unknown> | undefined {
+  /**
+   * The answer, or `undefined` when nobody serves the subject (NATS: no responders). With `copied`, the
+   * payload is already the caller's no longer (it crossed a thread) and the answer will be copied on its way
+   * back, so neither is copied here.
+   */
+  request(
+    subject: string,
+    payload: unknown,
+    headers?: Record<string, string>,
+    options: { copied?: boolean } = {},
+  ): Promise<unknown> | undefined {
     const replicas = this.responders.get(subject);
     const responder = replicas?.shift();
     if (!replicas || !responder) return undefined;
     replicas.push(responder);
+    if (options.copied) return responder(payload, headers);
     return responder(wireCopy(payload), headers && { ...headers }).then(wireCopy);
   }
 

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { mkdir } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { MessageChannel, Worker } from 'node:worker_threads';
 import { createBilling } from '@oc/billing';
 import { chatSettings, createChat } from '@oc/chat';
 import {
@@ -11,13 +11,13 @@ import {
   type Organization,
   randomIds,
   SCOPES,
+  shareClock,
   Subjects,
   systemClock,
   unwrap,
 } from '@oc/contracts';
 import { ensurePrivateDir, openSqliteStores } from '@oc/eventstore';
-import { createGateway, RateLimits } from '@oc/gateway';
-import { EventStoreEventBus, InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
+import { EventStoreEventBus, InProcessBroker, InProcessServerStrategy, InProcessServiceClient, serveThreadClient } from '@oc/messaging';
 import { SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger, type Logger } from '@oc/telemetry';
 import { createVideo } from '@oc/video';
@@ -26,6 +26,7 @@ import type { DynamicModule, INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { resolveAdminToken } from './admin-token';
 import type { StandaloneConfig } from './config';
+import type { GatewayThreadData, GatewayThreadEvent } from './gateway-thread';
 import { version } from './version';
 
 export interface StandaloneOptions {
@@ -71,27 +72,10 @@ export async function startStandalone(options: StandaloneOptions) {
     return service;
   };
 
-  // Loaded only when configured, like every optional adapter: a standalone start should not pay for it.
-  const redis = config.REDIS_URL
-    ? new (await import('ioredis')).Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
-    : undefined;
-  const gateway = await createGateway({
-    services: client,
-    limits: redis ? RateLimits.redis(redis) : RateLimits.inMemory(),
-    clock,
-    logger: logger.child({ service: 'gateway' }),
-    adminToken: admin.token,
-    version,
-    usageFlushMs: config.KEY_USAGE_FLUSH_MS,
-    trustedProxies: config.TRUSTED_PROXIES,
-    chatInFlightPerOrganization: config.CHAT_MAX_IN_FLIGHT_PER_ORG,
-    authFailuresPerMinute: config.AUTH_FAILURES_PER_MINUTE,
-  });
   // The gateway listens first, so that by default video URLs point at the address it actually got; it is
   // ready once the services below answer its pings.
-  const server = await gateway.listen(config.PORT, config.HOST, config);
-  const port = (server.address() as AddressInfo).port;
-  const url = `http://127.0.0.1:${port}`;
+  const gateway = await startGatewayThread({ broker, clock, config, adminToken: admin.token, version, logger });
+  const url = `http://127.0.0.1:${gateway.port}`;
 
   const webhookKey = await resolveSecretKey(join(config.DATA_DIR, 'webhook-secret-key'), config.WEBHOOK_SECRET_KEY);
   // Built side by side: each catches its read models up on its own files and worker threads.
@@ -148,18 +132,14 @@ export async function startStandalone(options: StandaloneOptions) {
     adminTokenGenerated: admin.generated,
     adminTokenFile: admin.file,
     demo,
-    gateway,
     services: client,
     readModels: readModelStores,
     async close() {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
       await gateway.close();
       for (const app of apps.reverse()) await app.close();
       for (const service of services.reverse()) await service.close();
       await stores.close();
       for (const store of Object.values(readModelStores)) await store.close();
-      redis?.disconnect();
     },
   };
 }
@@ -186,4 +166,69 @@ async function createDemoOnFirstStart(client: InProcessServiceClient) {
     }),
   );
   return { organization: org, key: key.key };
+}
+
+/**
+ * Starts the gateway's thread and serves its port from the broker; resolves once it listens. The thread is
+ * the built `gateway-thread.js` beside a bundle, or the TypeScript entry (through tsx) from the sources.
+ */
+async function startGatewayThread(options: {
+  broker: InProcessBroker;
+  clock: Clock;
+  config: StandaloneConfig;
+  adminToken: string;
+  version: string;
+  logger: Logger;
+}): Promise<{ port: number; close(): Promise<void> }> {
+  const { port1, port2 } = new MessageChannel();
+  const served = serveThreadClient(options.broker, port1);
+  const fromSources = import.meta.url.endsWith('.ts');
+  const entry = new URL(fromSources ? './gateway-thread.ts' : './gateway-thread.js', import.meta.url);
+  const data: GatewayThreadData = {
+    port: port2,
+    clock: shareClock(options.clock),
+    config: options.config,
+    adminToken: options.adminToken,
+    version: options.version,
+  };
+  const worker = fromSources
+    ? new Worker(new URL('./ts-thread.mjs', import.meta.url), { workerData: { ...data, entry: entry.href }, transferList: [port2] })
+    : new Worker(entry, { workerData: data, transferList: [port2] });
+  const events = (event: GatewayThreadEvent['kind']) =>
+    new Promise<GatewayThreadEvent>((resolve, reject) => {
+      const onMessage = (message: GatewayThreadEvent) => {
+        if (message.kind !== event && message.kind !== 'failed') return;
+        worker.off('message', onMessage);
+        if (message.kind === 'failed') reject(new Error(`The gateway did not start: ${message.message}`));
+        else resolve(message);
+      };
+      worker.on('message', onMessage);
+      worker.once('error', reject);
+      worker.once('exit', (code) => reject(new Error(`The gateway thread exited (${code})`)));
+    });
+  const listening = (await events('listening').catch(async (error: unknown) => {
+    await worker.terminate();
+    served.close();
+    throw error;
+  })) as Extract<GatewayThreadEvent, { kind: 'listening' }>;
+  let closing = false;
+  // A process whose gateway is gone serves nobody: it ends, so that whatever supervises it starts it again.
+  const lost = (reason: unknown) => {
+    if (closing) return;
+    options.logger.fatal({ err: reason }, 'the gateway thread stopped; exiting');
+    process.exit(70);
+  };
+  worker.on('error', lost);
+  worker.on('exit', (code) => lost(new Error(`exit code ${code}`)));
+  return {
+    port: listening.port,
+    async close() {
+      closing = true;
+      const closed = events('closed');
+      worker.postMessage({ kind: 'close' });
+      await closed.catch(() => undefined);
+      await worker.terminate();
+      served.close();
+    },
+  };
 }

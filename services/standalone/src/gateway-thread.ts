@@ -1,0 +1,64 @@
+import 'reflect-metadata';
+import type { AddressInfo } from 'node:net';
+import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
+import { clockFromShared, type ShareableClock } from '@oc/contracts';
+import { createGateway, RateLimits } from '@oc/gateway';
+import { ThreadServiceClient } from '@oc/messaging';
+import { createLogger } from '@oc/telemetry';
+import type { StandaloneConfig } from './config';
+
+/** What the standalone process gives its gateway thread. */
+export interface GatewayThreadData {
+  /** The services' end serves this port (`serveThreadClient`). */
+  port: MessagePort;
+  clock: ShareableClock;
+  config: StandaloneConfig;
+  adminToken: string;
+  version: string;
+}
+
+/** What the thread tells the process, on its `parentPort`. */
+export type GatewayThreadEvent = { kind: 'listening'; port: number } | { kind: 'failed'; message: string } | { kind: 'closed' };
+
+/**
+ * The gateway of the standalone process, in a thread of its own: HTTP, keys, limits and validation run beside
+ * the services rather than between them on one event loop, so the process uses a second core. It reaches the
+ * services through a port, as the distributed gateway reaches them through NATS.
+ */
+async function run(data: GatewayThreadData) {
+  const { config } = data;
+  const logger = createLogger({ service: 'gateway', level: config.LOG_LEVEL });
+  const services = new ThreadServiceClient(data.port);
+  const redis = config.REDIS_URL
+    ? new (await import('ioredis')).Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
+    : undefined;
+  const gateway = await createGateway({
+    services,
+    limits: redis ? RateLimits.redis(redis) : RateLimits.inMemory(),
+    clock: clockFromShared(data.clock),
+    logger,
+    adminToken: data.adminToken,
+    version: data.version,
+    usageFlushMs: config.KEY_USAGE_FLUSH_MS,
+    trustedProxies: config.TRUSTED_PROXIES,
+    chatInFlightPerOrganization: config.CHAT_MAX_IN_FLIGHT_PER_ORG,
+    authFailuresPerMinute: config.AUTH_FAILURES_PER_MINUTE,
+  });
+  const server = await gateway.listen(config.PORT, config.HOST, config);
+  const tell = (event: GatewayThreadEvent) => parentPort!.postMessage(event);
+  parentPort!.on('message', async (message: { kind: 'close' }) => {
+    if (message.kind !== 'close') return;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeAllConnections();
+    await gateway.close();
+    await services.close();
+    redis?.disconnect();
+    tell({ kind: 'closed' });
+    parentPort!.close();
+  });
+  tell({ kind: 'listening', port: (server.address() as AddressInfo).port });
+}
+
+run(workerData as GatewayThreadData).catch((error: unknown) => {
+  parentPort!.postMessage({ kind: 'failed', message: error instanceof Error ? error.message : String(error) } satisfies GatewayThreadEvent);
+});
