@@ -25,7 +25,29 @@ export interface FakeUpstream {
   close(): Promise<void>;
 }
 
-/** A local OpenAI-compatible Chat Completions server, streaming whatever the test scripts. */
+/** The script as one chat.completion body, for a request that did not ask for a stream. */
+async function answerWhole(res: ServerResponse, script: Step[]): Promise<void> {
+  let content = '';
+  let finish: string | null = null;
+  let usage: object | undefined;
+  for (const step of script) {
+    if ('content' in step) content += step.content;
+    else if ('finish' in step) finish = step.finish;
+    else if ('usage' in step) usage = step.usage;
+    else if ('gate' in step) await step.gate;
+    else if ('error' in step) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: step.error } }));
+      return;
+    } else {
+      res.destroy();
+      return;
+    }
+  }
+  const body = { id: 'up-1', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: finish }], usage };
+  res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+}
+
+/** A local OpenAI-compatible Chat Completions server, streaming (or answering in one body) whatever the test scripts. */
 export async function startFakeUpstream(): Promise<FakeUpstream> {
   const fake: FakeUpstream = {
     baseUrl: '',
@@ -49,6 +71,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     res.on('close', () => {
       if (!ended) fake.abandoned++;
     });
+    if (!fake.requests.at(-1).stream) return answerWhole(res, fake.script).then(() => void (ended = true));
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     const chunk = (body: object) => res.write(`data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', ...body })}\n\n`);
     chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] });

@@ -15,6 +15,7 @@ describe('OpenAI-compatible upstream', () => {
     maxTokens: 50,
     temperature: 0.3,
     stop: ['END'],
+    stream: true,
   };
 
   const operatorLog: string[] = [];
@@ -35,9 +36,9 @@ describe('OpenAI-compatible upstream', () => {
     upstream.failWith = undefined;
   });
 
-  const collect = async (signal = new AbortController().signal) => {
+  const collect = async (signal = new AbortController().signal, stream = true) => {
     const events: GenerationEvent[] = [];
-    for await (const event of provider.generate(request, signal)) events.push(event);
+    for await (const event of provider.generate({ ...request, stream }, signal)) events.push(event);
     return events;
   };
 
@@ -65,6 +66,17 @@ describe('OpenAI-compatible upstream', () => {
       },
     ]);
     expect(upstream.authorizations).toContain('Bearer sk-upstream');
+  });
+
+  it('asks for the whole answer in one body when the caller does not relay it as it comes', async () => {
+    upstream.script = [{ content: 'Hello' }, { content: ' world' }, { finish: 'stop' }, { usage: { prompt_tokens: 12, completion_tokens: 2, total_tokens: 14 } }];
+    expect(await collect(undefined, false)).toEqual([
+      { type: 'content', text: 'Hello world' },
+      { type: 'finish', finishReason: 'stop', usage: { prompt_tokens: 12, completion_tokens: 2, total_tokens: 14 } },
+    ]);
+    expect(upstream.requests).toEqual([
+      { model: 'llama-3.1-8b', messages: request.messages, max_tokens: 50, temperature: 0.3, stop: ['END'] },
+    ]);
   });
 
   it('relays each chunk as it arrives, before the upstream has finished', async () => {
@@ -96,10 +108,12 @@ describe('OpenAI-compatible upstream', () => {
     ['an error event mid-stream', () => (upstream.script = [{ content: 'Hel' }, { error: 'model overloaded' }]), /^The upstream model failed while answering\.$/],
     ['a dropped connection mid-stream', () => (upstream.script = [{ content: 'Hel' }, { drop: true }]), /could not be reached/],
   ])('turns %s into a retryable 503', async (_, arrange, message) => {
-    arrange();
-    const failure = await collect().catch((error: unknown) => error);
-    expect(failure).toBeInstanceOf(ApiError);
-    expect(failure).toMatchObject({ status: 503, type: 'service_unavailable_error', code: 'upstream_error', message: expect.stringMatching(message) });
+    for (const stream of [true, false]) {
+      arrange();
+      const failure = await collect(undefined, stream).catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(ApiError);
+      expect(failure).toMatchObject({ status: 503, type: 'service_unavailable_error', code: 'upstream_error', message: expect.stringMatching(message) });
+    }
   });
 
   it("tells the operator what the upstream said and the customer only that it failed (it may name our upstream account)", async () => {

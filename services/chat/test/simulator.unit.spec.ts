@@ -9,6 +9,7 @@ const request = (over: Partial<GenerationRequest> = {}): GenerationRequest => ({
   maxTokens: 500,
   temperature: 1,
   stop: [],
+  stream: true,
   ...over,
 });
 const run = async (req: GenerationRequest, signal = new AbortController().signal) => {

@@ -18,9 +18,17 @@ export interface OpenAiCompatibleOptions {
   onUpstreamError?: (detail: string) => void;
 }
 
+type UpstreamUsage = { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number };
+
 interface UpstreamChunk {
   choices?: Array<{ delta?: { content?: string | null }; finish_reason?: string | null }>;
-  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number } | null;
+  usage?: UpstreamUsage | null;
+  error?: { message?: string };
+}
+
+interface UpstreamCompletion {
+  choices?: Array<{ message?: { content?: string | null }; finish_reason?: string | null }>;
+  usage?: UpstreamUsage | null;
   error?: { message?: string };
 }
 
@@ -28,14 +36,16 @@ const upstreamFailed = (message: string) =>
   new ApiError({ status: 503, type: 'service_unavailable_error', code: 'upstream_error', message, retryAfter: 1 });
 
 /**
- * Any OpenAI-compatible Chat Completions endpoint. Always asks for a stream (with usage, through
- * `stream_options.include_usage`) and relays it chunk by chunk, so both of our modes share one path.
- * undici's `request` on a keep-alive pool rather than `fetch`: no WHATWG streams on the hot path, and
+ * Any OpenAI-compatible Chat Completions endpoint. A caller that relays the text as it comes gets an event
+ * stream (with usage, through `stream_options.include_usage`) relayed chunk by chunk; one that needs only the
+ * whole answer gets it in one JSON body, which costs a fraction of parsing a stream. undici's `request` on a keep-alive pool rather than `fetch`: no WHATWG streams on the hot path, and
  * the idle timeouts (until the headers, then between body chunks) are the client's own.
  */
 export class OpenAiCompatibleProvider implements ChatProvider {
   private readonly url: string;
   private readonly pool = new Agent({ keepAliveTimeout: 30_000 });
+  /** Built once per kind of answer: the same headers go with every call. */
+  readonly #headers: Partial<Record<'stream' | 'whole', Record<string, string>>> = {};
 
   constructor(private readonly options: OpenAiCompatibleOptions) {
     this.url = `${options.baseUrl.replace(/\/+$/, '')}/chat/completions`;
@@ -46,19 +56,14 @@ export class OpenAiCompatibleProvider implements ChatProvider {
       const response = await undiciRequest(this.url, {
         method: 'POST',
         dispatcher: this.pool,
-        headers: {
-          'content-type': 'application/json',
-          accept: 'text/event-stream',
-          ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
-        },
+        headers: this.headers(request.stream),
         body: JSON.stringify({
           model: this.options.model,
           messages: request.messages,
           max_tokens: request.maxTokens,
           temperature: request.temperature,
           ...(request.stop.length > 0 ? { stop: request.stop } : {}),
-          stream: true,
-          stream_options: { include_usage: true },
+          ...(request.stream ? { stream: true, stream_options: { include_usage: true } } : {}),
         }),
         signal,
         headersTimeout: this.options.timeoutMs,
@@ -69,31 +74,8 @@ export class OpenAiCompatibleProvider implements ChatProvider {
         this.options.onUpstreamError?.(`answered ${response.statusCode}: ${text.slice(0, 500)}`);
         throw upstreamFailed(`The upstream model answered ${response.statusCode}.`);
       }
-      let finishReason: FinishReason = 'stop';
-      let usage: Usage | undefined;
-      const data: string[] = [];
-      const parser = createParser({ onEvent: (event) => void data.push(event.data) });
-      const decoder = new TextDecoder();
-      let done = false;
-      // Read to the end even after [DONE]: a body left unread would cost the pooled connection.
-      for await (const bytes of response.body) {
-        if (done) continue;
-        parser.feed(decoder.decode(bytes as Buffer, { stream: true }));
-        for (const payload of data.splice(0)) {
-          if (done || (done = payload === '[DONE]')) continue;
-          const chunk = JSON.parse(payload) as UpstreamChunk;
-          if (chunk.error) {
-            this.options.onUpstreamError?.(`failed mid-stream: ${String(chunk.error.message).slice(0, 500)}`);
-            throw upstreamFailed('The upstream model failed while answering.');
-          }
-          const choice = chunk.choices?.[0];
-          if (choice?.delta?.content) yield { type: 'content', text: choice.delta.content };
-          if (choice?.finish_reason) finishReason = choice.finish_reason === 'length' ? 'length' : 'stop';
-          if (chunk.usage) usage = toUsage(chunk.usage);
-        }
-      }
-      if (signal.aborted) return;
-      yield { type: 'finish', finishReason, ...(usage ? { usage } : {}) };
+      if (request.stream) yield* this.relay(response.body, signal);
+      else yield* this.whole((await response.body.json()) as UpstreamCompletion);
     } catch (error) {
       if (signal.aborted) return;
       if (error instanceof ApiError) throw error;
@@ -105,12 +87,64 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     }
   }
 
+  private headers(stream: boolean): Record<string, string> {
+    const key = stream ? 'stream' : 'whole';
+    return (this.#headers[key] ??= {
+      'content-type': 'application/json',
+      accept: stream ? 'text/event-stream' : 'application/json',
+      ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
+    });
+  }
+
+  /** An event stream, chunk by chunk. */
+  private async *relay(body: AsyncIterable<unknown>, signal: AbortSignal): AsyncIterable<GenerationEvent> {
+    let finishReason: FinishReason = 'stop';
+    let usage: Usage | undefined;
+    const data: string[] = [];
+    const parser = createParser({ onEvent: (event) => void data.push(event.data) });
+    const decoder = new TextDecoder();
+    let done = false;
+    // Read to the end even after [DONE]: a body left unread would cost the pooled connection.
+    for await (const bytes of body) {
+      if (done) continue;
+      parser.feed(decoder.decode(bytes as Buffer, { stream: true }));
+      for (const payload of data.splice(0)) {
+        if (done || (done = payload === '[DONE]')) continue;
+        const chunk = JSON.parse(payload) as UpstreamChunk;
+        if (chunk.error) this.failedWhileAnswering(chunk.error);
+        const choice = chunk.choices?.[0];
+        if (choice?.delta?.content) yield { type: 'content', text: choice.delta.content };
+        if (choice?.finish_reason) finishReason = choice.finish_reason === 'length' ? 'length' : 'stop';
+        if (chunk.usage) usage = toUsage(chunk.usage);
+      }
+    }
+    if (signal.aborted) return;
+    yield { type: 'finish', finishReason, ...(usage ? { usage } : {}) };
+  }
+
+  /** One answer, when the caller needs only the whole text: no event stream to parse chunk by chunk. */
+  private *whole(answer: UpstreamCompletion): Iterable<GenerationEvent> {
+    if (answer.error) this.failedWhileAnswering(answer.error);
+    const choice = answer.choices?.[0];
+    if (choice?.message?.content) yield { type: 'content', text: choice.message.content };
+    yield {
+      type: 'finish',
+      finishReason: choice?.finish_reason === 'length' ? 'length' : 'stop',
+      ...(answer.usage ? { usage: toUsage(answer.usage) } : {}),
+    };
+  }
+
+  private failedWhileAnswering(error: { message?: string }): never {
+    this.options.onUpstreamError?.(`failed mid-stream: ${String(error.message).slice(0, 500)}`);
+    throw upstreamFailed('The upstream model failed while answering.');
+  }
+
   close(): Promise<void> {
     return this.pool.close();
   }
 }
 
-function toUsage(u: NonNullable<UpstreamChunk['usage']>): Usage {
+function toUsage(u: UpstreamUsage): Usage {
   const prompt_tokens = u.prompt_tokens ?? 0;
   const completion_tokens = u.completion_tokens ?? 0;
   return { prompt_tokens, completion_tokens, total_tokens: u.total_tokens ?? prompt_tokens + completion_tokens };

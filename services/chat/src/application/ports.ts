@@ -6,6 +6,11 @@ export interface GenerationRequest {
   maxTokens: number;
   temperature: number;
   stop: string[];
+  /**
+   * Whether the caller relays the text as it comes. Without it only the whole answer is needed, and a
+   * provider may fetch it in one piece (yielding it as one content event).
+   */
+  stream: boolean;
 }
 
 export type GenerationEvent =
