@@ -592,8 +592,6 @@ describe.each(modes)('chat with an OpenAI-compatible upstream (%s)', (_mode, sta
       expect.objectContaining({
         model: 'gpt-4o-mini',
         max_tokens: 64,
-        stream: true,
-        stream_options: { include_usage: true },
         messages: [
           {
             role: 'system',
@@ -604,6 +602,8 @@ describe.each(modes)('chat with an OpenAI-compatible upstream (%s)', (_mode, sta
         ],
       }),
     ]);
+    // Not streamed to the client, so asked of the upstream as one JSON answer.
+    expect(upstream.requests[0]).not.toHaveProperty('stream');
     expect(await balance(key)).toEqual({ available: 10_000_000 - 43 * MICROS_PER_TOKEN, reserved: 0 });
   });
 
