@@ -62,18 +62,35 @@ export function createWriter(db) {
   };
 }
 
+/** The last position a group of appends took, when any of them was stored. */
+function lastPosition(batch, outcomes) {
+  let last = -1;
+  outcomes.forEach((outcome, i) => {
+    if ('firstPosition' in outcome) last = Math.max(last, outcome.firstPosition + batch[i].rows.length - 1);
+  });
+  return last;
+}
+
 if (!isMainThread && workerData?.role === 'oc-sqlite-event-writer') {
   const db = openDatabase(workerData.filename, workerData.busyTimeoutMs);
   const writer = createWriter(db);
+  /** Ports that hear of every commit at once (a projection thread reading the same file), as `{position}`. */
+  const listeners = [];
   parentPort.on('message', (message) => {
     if (message.kind === 'close') {
       db.close();
+      for (const port of listeners) port.close();
       parentPort.close();
       return;
     }
     try {
-      const result =
-        message.kind === 'commit' ? writer.commit(message.batch, message.created) : writer.storeCheckpoint(message.name, message.position);
+      let result;
+      if (message.kind === 'commit') {
+        result = writer.commit(message.batch, message.created);
+        const position = lastPosition(message.batch, result);
+        if (position >= 0) for (const port of listeners) port.postMessage(position);
+      } else if (message.kind === 'listen') listeners.push(message.port);
+      else result = writer.storeCheckpoint(message.name, message.position);
       parentPort.postMessage({ id: message.id, result });
     } catch (error) {
       parentPort.postMessage({ id: message.id, error: error instanceof Error ? error.message : String(error) });

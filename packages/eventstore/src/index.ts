@@ -2,5 +2,5 @@ export * from './port';
 export * from './decider';
 export * from './sqlite';
 export * from './kurrentdb';
-export { startWorker, type WorkerCalls } from './worker-calls';
+export { startThread, startWorker, type WorkerCalls } from './worker-calls';
 export { ensurePrivateDir, privateFiles } from './data-dir';

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { MessagePort } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { systemClock, type Clock } from '@oc/contracts';
 import {
@@ -28,6 +29,11 @@ export interface SqliteEventStoreOptions {
   pollIntervalMs?: number;
   /** How long an append waits for another process's write lock before failing. */
   busyTimeoutMs?: number;
+  /**
+   * Reads only: no writer is started and appends are refused. For a thread that follows a file another
+   * thread of the process writes (a projection thread), told of each commit through `poll()`.
+   */
+  readOnly?: boolean;
 }
 
 interface EventRow {
@@ -59,14 +65,22 @@ interface Feed {
 interface WriteSide {
   commit(batch: PendingRows[], created: number): Promise<CommitOutcome[]>;
   storeCheckpoint(name: string, position: number): Promise<void>;
+  /** Tells `port` the last position of every commit from now on. */
+  announceCommitsTo(port: MessagePort): Promise<void>;
   close(): Promise<void>;
 }
+
+const readOnly = (): WriteSide => {
+  const refuse = () => Promise.reject(new Error('This event store was opened read-only'));
+  return { commit: refuse, storeCheckpoint: refuse, announceCommitsTo: refuse, close: async () => {} };
+};
 
 function inThisThread(db: Database.Database): WriteSide {
   const writer = createWriter(db);
   return {
     commit: async (batch, created) => writer.commit(batch, created),
     storeCheckpoint: async (name, position) => writer.storeCheckpoint(name, position),
+    announceCommitsTo: () => Promise.reject(new Error('A :memory: store has no other thread to tell')),
     close: async () => {},
   };
 }
@@ -87,6 +101,7 @@ function inWorker(filename: string, busyTimeoutMs: number): WriteSide {
         created,
       }),
     storeCheckpoint: (name, position) => worker.call<void>({ kind: 'checkpoint', name, position }),
+    announceCommitsTo: (port) => worker.call<void>({ kind: 'listen', port }, [port]),
     close: () => worker.close(),
   };
 }
@@ -135,7 +150,7 @@ export class SqliteEventStore implements EventStore {
   private head: number;
   private readonly live = new Set<Feed>();
   private readonly subscriptions = new Set<Subscription>();
-  private poll: ReturnType<typeof setInterval> | undefined;
+  private pollTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(options: SqliteEventStoreOptions) {
     this.clock = options.clock ?? systemClock;
@@ -143,7 +158,11 @@ export class SqliteEventStore implements EventStore {
     this.pollIntervalMs = options.pollIntervalMs ?? 200;
     const busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
     this.db = openDatabase(options.filename, busyTimeoutMs);
-    this.writer = options.filename === ':memory:' ? inThisThread(this.db) : inWorker(options.filename, busyTimeoutMs);
+    this.writer = options.readOnly
+      ? readOnly()
+      : options.filename === ':memory:'
+        ? inThisThread(this.db)
+        : inWorker(options.filename, busyTimeoutMs);
     // Without a bound LIMIT when none is asked for: a bound one slows every lookup (measured, read models).
     this.selectStream = this.db.prepare('SELECT * FROM events WHERE stream = ? AND revision >= ? ORDER BY revision');
     this.selectStreamPage = this.db.prepare('SELECT * FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?');
@@ -191,7 +210,7 @@ export class SqliteEventStore implements EventStore {
   subscribeToAll(handler: BatchHandler, options: SubscribeOptions = {}): Subscription {
     const maxBatch = options.maxBatchSize ?? DEFAULT_MAX_BATCH;
     const feed: Feed = { position: options.after ?? 0, queue: new EventQueue(), live: false, stopped: false };
-    this.poll ??= setInterval(() => this.pollOthers(), this.pollIntervalMs).unref();
+    this.pollTimer ??= setInterval(() => this.pollOthers(), this.pollIntervalMs).unref();
 
     const nextBatch = async (): Promise<StoredEvent[]> => {
       if (!feed.live) {
@@ -245,9 +264,22 @@ export class SqliteEventStore implements EventStore {
   async close(): Promise<void> {
     while (this.committing || this.pending.length > 0) await (this.committing ?? this.flush());
     await Promise.all([...this.subscriptions].map((s) => s.stop()));
-    clearInterval(this.poll);
+    clearInterval(this.pollTimer);
     await this.writer.close();
     this.db.close();
+  }
+
+  /**
+   * Another thread of this process learns of each commit as soon as it is made (its last position, as a
+   * number on `port`), without this thread's event loop in between: the writer thread tells it.
+   */
+  announceCommitsTo(port: MessagePort): Promise<void> {
+    return this.writer.announceCommitsTo(port);
+  }
+
+  /** Hands the live subscriptions what was committed since the head, by this process or another. */
+  poll(): void {
+    this.pollOthers();
   }
 
   loadCheckpoint(name: string): number | undefined {

@@ -1,9 +1,10 @@
 import { once } from 'node:events';
-import { Worker } from 'node:worker_threads';
+import { type Transferable, Worker, type WorkerOptions } from 'node:worker_threads';
 
 /** Requests to a worker thread that answers `{id, result}` or `{id, error}` to each `{id, …}` it is sent. */
 export interface WorkerCalls {
-  call<T>(message: Record<string, unknown>): Promise<T>;
+  /** `transfer`: what moves to the worker rather than being copied (a `MessagePort`). */
+  call<T>(message: Record<string, unknown>, transfer?: Transferable[]): Promise<T>;
   /** Sends `{kind: 'close'}` and waits for the worker to exit. */
   close(): Promise<void>;
 }
@@ -33,13 +34,13 @@ export function startWorker(url: URL, workerData: unknown, name: string): Worker
   worker.on('error', stop);
   worker.on('exit', () => stop(new Error(`The ${name} has stopped`)));
   return {
-    call: <T>(message: Record<string, unknown>) =>
+    call: <T>(message: Record<string, unknown>, transfer?: Transferable[]) =>
       new Promise<T>((resolve, reject) => {
         if (stopped) return reject(stopped);
         const id = nextId++;
         if (calls.size === 0) worker.ref();
         calls.set(id, { resolve: resolve as (result: unknown) => void, reject });
-        worker.postMessage({ ...message, id });
+        worker.postMessage({ ...message, id }, transfer);
       }),
     close: async () => {
       if (stopped) return;
@@ -49,4 +50,13 @@ export function startWorker(url: URL, workerData: unknown, name: string): Worker
       await exited;
     },
   };
+}
+
+/**
+ * A thread running `entry`: a built JavaScript file beside a bundle, or a TypeScript module from the sources
+ * (tests, tsx), which the thread runs through tsx (`ts-thread.mjs`).
+ */
+export function startThread(entry: URL, options: Pick<WorkerOptions, 'workerData' | 'transferList' | 'resourceLimits'> = {}): Worker {
+  if (!entry.pathname.endsWith('.ts')) return new Worker(entry, options);
+  return new Worker(new URL('./ts-thread.mjs', import.meta.url), { ...options, workerData: { ...options.workerData, entry: entry.href } });
 }

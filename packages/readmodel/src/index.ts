@@ -4,3 +4,4 @@ export * from './sqlite';
 export * from './mongodb';
 export * from './projection';
 export * from './pagination';
+export * from './projection-thread';

@@ -9,6 +9,11 @@ import type { Collection, CollectionSpec, Document, DocumentWrite, ReadModelStor
 export interface DocumentSession<T extends Document> {
   get(id: string): Promise<T | null>;
   put(document: T): Promise<void>;
+  /**
+   * `put` for a document this event is the first to write (its id made from the event's own), so nothing is
+   * read first; a replay of the event writes the same document, which the store's conditional write keeps.
+   */
+  create(document: T): Promise<void>;
   delete(id: string): Promise<void>;
 }
 
@@ -55,6 +60,28 @@ interface Entry {
 }
 
 /**
+ * The documents the runner last committed: a runner applies every event in order, so what it committed is
+ * what the store holds (another runner on the same file writes the same), and a document events touch again
+ * and again (an organization's balance) is not read back from the store each batch. Bounded by starting
+ * over when full, which costs a few reads and nothing per document.
+ */
+class CommittedDocuments {
+  readonly #documents = new Map<string, { json: string | null; position: number }>();
+  constructor(private readonly max: number) {}
+
+  get(key: string) {
+    return this.#documents.get(key);
+  }
+
+  set(key: string, document: { json: string | null; position: number }) {
+    if (this.#documents.size >= this.max) this.#documents.clear();
+    this.#documents.set(key, document);
+  }
+}
+
+const COMMITTED_DOCUMENTS_KEPT = 5_000;
+
+/**
  * The documents one batch touches. A write for an event the stored document has already seen (a replay
  * after the checkpoint was lost) is dropped here, and again by the store's conditional write.
  */
@@ -62,7 +89,10 @@ class Batch implements ProjectionContext {
   readonly #entries = new Map<string, Entry>();
   position = -1;
 
-  constructor(private readonly readModels: ReadModelStore) {}
+  constructor(
+    private readonly readModels: ReadModelStore,
+    private readonly committed: CommittedDocuments,
+  ) {}
 
   collection<T extends Document>(name: string): DocumentSession<T> {
     return {
@@ -71,6 +101,11 @@ class Batch implements ProjectionContext {
         return json === null ? null : (JSON.parse(json) as T);
       },
       put: (document) => this.#write(name, document._id, JSON.stringify(document)),
+      create: async (document) => {
+        const key = `${name}\0${document._id}`;
+        if (this.#entries.has(key)) return this.#write(name, document._id, JSON.stringify(document));
+        this.#entries.set(key, { json: JSON.stringify(document), position: this.position, dirty: true });
+      },
       delete: (id) => this.#write(name, id, null),
     };
   }
@@ -85,6 +120,11 @@ class Batch implements ProjectionContext {
     return writes;
   }
 
+  /** The batch is in the store: its documents are what the store now holds. */
+  committedAll(): void {
+    for (const [key, entry] of this.#entries) if (entry.dirty) this.committed.set(key, { json: entry.json, position: entry.position });
+  }
+
   async #write(collection: string, id: string, json: string | null): Promise<void> {
     const entry = await this.#entry(collection, id);
     if (entry.position >= this.position) return;
@@ -97,7 +137,7 @@ class Batch implements ProjectionContext {
     const key = `${collection}\0${id}`;
     let entry = this.#entries.get(key);
     if (!entry) {
-      const stored = await this.readModels.loadDocument(collection, id);
+      const stored = this.committed.get(key) ?? (await this.readModels.loadDocument(collection, id));
       entry = { json: stored?.json ?? null, position: stored?.position ?? -1, dirty: false };
       this.#entries.set(key, entry);
     }
@@ -128,7 +168,49 @@ export interface ProjectionRunnerOptions {
   /** The collections the projections write and the services query, created with their indexes at start. */
   collections: readonly CollectionSpec[];
   onError?: (error: unknown) => void;
+  /**
+   * How long applied events may wait to be committed when no query waits for them (default 10 ms); 0 commits
+   * each batch as soon as it is applied (a projection thread, whose queries wait in another thread).
+   */
+  commitDelayMs?: number;
+  /** Told each position the read models come to show. */
+  onPosition?: (position: number) => void;
 }
+
+/**
+ * What a service holds of its projections, wherever they run: when its read models show an event (for
+ * read-your-writes), and their start (caught up with the log) and stop.
+ */
+export interface Projector {
+  /** Last global position the read models show; -1 before the first event. */
+  readonly position: number;
+  start(): Promise<void>;
+  /** Resolves once the read models show every event up to `position`; rejects after `timeoutMs`. */
+  waitFor(position: number, timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** A service's projections, and what their read models must hold. */
+export interface ProjectionSet {
+  projections: Projection[];
+  collections: readonly CollectionSpec[];
+}
+
+/**
+ * Where a service's projections run. The default, `projectInThisThread`, feeds them in the service's own
+ * thread; a projection thread (`projection-thread.ts`) runs them beside it.
+ */
+export type ProjectorFactory = (request: {
+  /** The service, by the name its projection thread knows its projections under. */
+  service: string;
+  set: ProjectionSet;
+  eventStore: EventStore;
+  readModels: ReadModelStore;
+  onError: (error: unknown) => void;
+}) => Projector;
+
+export const projectInThisThread: ProjectorFactory = ({ set, eventStore, readModels, onError }) =>
+  new ProjectionRunner(eventStore, readModels, set.projections, { collections: set.collections, onError });
 
 /**
  * Feeds the global log to projections through one subscription. What they write gathers in a batch whose
@@ -139,10 +221,11 @@ export interface ProjectionRunnerOptions {
  * A projection error stops the runner: during start() it rejects start(), afterwards it goes to
  * onError. Either way pending and later waitFor() calls reject with it.
  */
-export class ProjectionRunner {
+export class ProjectionRunner implements Projector {
   readonly #checkpoints = new Map<string, number | undefined>();
   readonly #handlers = new Map<string, Projection[]>();
   readonly #waiters = new Set<Waiter>();
+  readonly #committed = new CommittedDocuments(COMMITTED_DOCUMENTS_KEPT);
   readonly #onError: (error: unknown) => void;
   /** Every event up to here is in the store (or changed nothing). */
   #position = -1;
@@ -266,7 +349,7 @@ export class ProjectionRunner {
         for (const projection of handlers) {
           const checkpoint = this.#checkpoints.get(projection.name);
           if (checkpoint !== undefined && event.position <= checkpoint) continue;
-          uncommitted ??= this.#uncommitted = { batch: new Batch(this.readModels), events: 0 };
+          uncommitted ??= this.#uncommitted = { batch: new Batch(this.readModels, this.#committed), events: 0 };
           uncommitted.batch.position = event.position;
           await projection.handle(event, uncommitted.batch);
         }
@@ -281,8 +364,9 @@ export class ProjectionRunner {
       }
       uncommitted.events += events.length;
       const waited = [...this.#waiters].some((w) => w.position <= last);
-      if (waited || uncommitted.events >= MAX_UNCOMMITTED_EVENTS) await this.#commit();
-      else this.#commitSoon(COMMIT_DELAY_MS);
+      const delay = this.options.commitDelayMs ?? COMMIT_DELAY_MS;
+      if (waited || delay === 0 || uncommitted.events >= MAX_UNCOMMITTED_EVENTS) await this.#commit();
+      else this.#commitSoon(delay);
     });
   }
 
@@ -301,17 +385,20 @@ export class ProjectionRunner {
     this.#commitTimer = undefined;
     const upTo = this.#applied;
     if (upTo <= this.#checkpointed && !this.#uncommitted) return;
-    const writes = this.#uncommitted?.batch.writes() ?? [];
+    const batch = this.#uncommitted?.batch;
+    const writes = batch?.writes() ?? [];
     this.#uncommitted = undefined;
     const checkpoints: Record<string, number> = {};
     for (const { name } of this.projections) checkpoints[name] = upTo;
     await this.readModels.commit({ writes, checkpoints });
+    batch?.committedAll();
     for (const name of Object.keys(checkpoints)) this.#checkpoints.set(name, upTo);
     this.#checkpointed = upTo;
     this.#reached(upTo);
   }
 
   #reached(position: number): void {
+    if (position > this.#position) this.options.onPosition?.(position);
     this.#position = Math.max(this.#position, position);
     for (const waiter of this.#waiters) if (waiter.position <= this.#position) this.#settle(waiter);
   }
@@ -345,7 +432,7 @@ export interface ReadModels {
  * has appended (a position known in this process, so usually no wait at all). Writes then answer as soon
  * as they are stored, and a client that reads after a write's answer still sees it.
  */
-export function readYourWrites(readModels: ReadModelStore, projections: ProjectionRunner, writer: { readonly lastAppended: number }): ReadModels {
+export function readYourWrites(readModels: ReadModelStore, projections: Projector, writer: { readonly lastAppended: number }): ReadModels {
   const caughtUp = () => projections.waitFor(writer.lastAppended);
   return {
     collection<T extends Document>(name: string): Collection<T> {

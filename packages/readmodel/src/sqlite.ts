@@ -21,6 +21,12 @@ export interface SqliteReadModelOptions {
    * or sort outside an index. On in tests (`OC_ASSERT_INDEXED_QUERIES=1`), so an unindexed query fails them.
    */
   assertIndexed?: boolean;
+  /**
+   * Where projection commits are written: a worker thread of its own (the default for a file), this thread
+   * (the default for `:memory:`, and a projection thread's own stores), or nowhere (`none`: queries only,
+   * the file being written by this process's projection thread).
+   */
+  writes?: 'worker' | 'this-thread' | 'none';
 }
 
 export class UnindexedQueryError extends Error {
@@ -97,7 +103,13 @@ export class SqliteReadModelStore implements ReadModelStore {
   constructor(options: SqliteReadModelOptions) {
     this.assertIndexed = options.assertIndexed ?? process.env.OC_ASSERT_INDEXED_QUERIES === '1';
     this.db = openDatabase(options.filename);
-    if (options.filename === ':memory:') {
+    const writes = options.writes ?? (options.filename === ':memory:' ? 'this-thread' : 'worker');
+    if (writes === 'none') {
+      this.writer = {
+        commit: () => Promise.reject(new Error('These read models are written by another thread')),
+        close: async () => {},
+      };
+    } else if (writes === 'this-thread') {
       const writer = createWriter(this.db);
       this.writer = { commit: async (commit) => writer.commit(commit), close: async () => {} };
     } else {

@@ -285,7 +285,8 @@ export function readModelContract(
             const current = (await balances.get(account)) ?? { _id: account, balance: 0 };
             current.balance += amount;
             await balances.put(current);
-            await ctx.collection(ledger).put({ _id: event.id, account, amount, balance_after: current.balance });
+            // A line this event is the first to write: created without reading (as billing's ledger is).
+            await ctx.collection(ledger).create({ _id: event.id, account, amount, balance_after: current.balance });
           },
         };
       }

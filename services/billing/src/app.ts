@@ -1,18 +1,19 @@
 import { type Clock, type IdSource, repeatByClock } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
-import { ProjectionRunner, type ReadModelStore, readYourWrites } from '@oc/readmodel';
+import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
+import { billingReadModels } from './projections';
 import { broadcastNotifier } from './adapters/gateway-notifier';
 import { BillingService } from './application/billing';
-import { billingProjections } from './projections/billing-projections';
-import { billingCollections } from './projections/documents';
 import { BILLING_SERVICE, BillingController, LOGGER } from './transport/billing.controller';
 
 export interface BillingRuntime {
   eventStore: EventStore;
   readModels: ReadModelStore;
+  /** Where the projections run; in this thread unless the process runs them in a projection thread. */
+  projector?: ProjectorFactory;
   /** For the broadcasts that keep gateways' key caches honest. */
   client: ServiceClient;
   clock: Clock;
@@ -40,8 +41,11 @@ export class BillingModule {
 
 /** Builds the billing service and catches its read models up with the event store. */
 export async function createBilling(runtime: BillingRuntime) {
-  const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, billingProjections, {
-    collections: billingCollections,
+  const projections = (runtime.projector ?? projectInThisThread)({
+    service: 'billing',
+    set: billingReadModels,
+    eventStore: runtime.eventStore,
+    readModels: runtime.readModels,
     onError: (err) => runtime.logger.error({ err }, 'billing projection stopped'),
   });
   await projections.start();

@@ -1,17 +1,16 @@
 import { type Clock, type IdSource, repeatByClock, Subjects } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
-import { ProjectionRunner, type ReadModelStore, readYourWrites } from '@oc/readmodel';
+import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
+import { chatReadModels } from './projections';
 import { billingFunds, broadcastFrames } from './adapters/billing-funds';
 import { OpenAiCompatibleProvider } from './adapters/openai-compatible';
 import { SimulatorProvider } from './adapters/simulator';
 import { gptTokenizer } from './adapters/tokenizer';
 import { type ChatPricing, ChatService, type CompletionLifecycle } from './application/chat';
 import type { ChatProvider } from './application/ports';
-import { chatProjections } from './projections/chat-projections';
-import { chatCollections } from './projections/documents';
 import { CHAT_SERVICE, ChatController, LOGGER, onCancelStream } from './transport/chat.controller';
 
 /** The upstream for live keys: the simulator, or any OpenAI-compatible endpoint. */
@@ -22,6 +21,8 @@ export type ChatUpstream =
 export interface ChatRuntime {
   eventStore: EventStore;
   readModels: ReadModelStore;
+  /** Where the projections run; in this thread unless the process runs them in a projection thread. */
+  projector?: ProjectorFactory;
   /** To reach billing, and to publish streamed frames and hear cancels. */
   client: ServiceClient;
   clock: Clock;
@@ -53,8 +54,11 @@ export class ChatModule {
 
 /** Builds the chat service and catches its read models up with the event store. */
 export async function createChat(runtime: ChatRuntime) {
-  const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, chatProjections, {
-    collections: chatCollections,
+  const projections = (runtime.projector ?? projectInThisThread)({
+    service: 'chat',
+    set: chatReadModels,
+    eventStore: runtime.eventStore,
+    readModels: runtime.readModels,
     onError: (err) => runtime.logger.error({ err }, 'chat projection stopped'),
   });
   await projections.start();

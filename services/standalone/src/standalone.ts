@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { MessageChannel, Worker } from 'node:worker_threads';
+import { MessageChannel } from 'node:worker_threads';
 import { createBilling } from '@oc/billing';
 import { chatSettings, createChat } from '@oc/chat';
 import {
@@ -16,9 +16,9 @@ import {
   systemClock,
   unwrap,
 } from '@oc/contracts';
-import { ensurePrivateDir, openSqliteStores } from '@oc/eventstore';
+import { ensurePrivateDir, openSqliteStores, startThread } from '@oc/eventstore';
 import { EventStoreEventBus, InProcessBroker, InProcessServerStrategy, InProcessServiceClient, serveThreadClient } from '@oc/messaging';
-import { SqliteReadModelStore } from '@oc/readmodel';
+import { SqliteReadModelStore, startProjectionThread } from '@oc/readmodel';
 import { createLogger, type Logger } from '@oc/telemetry';
 import { createVideo } from '@oc/video';
 import { createWebhook, resolveSecretKey, webhookSettings } from '@oc/webhook';
@@ -50,12 +50,28 @@ export async function startStandalone(options: StandaloneOptions) {
   await ensurePrivateDir(config.DATA_DIR);
   const admin = await resolveAdminToken(config.DATA_DIR, config.ADMIN_TOKEN);
 
-  const stores = openSqliteStores({ filename: join(config.DATA_DIR, 'events.sqlite'), clock });
+  const eventsFile = join(config.DATA_DIR, 'events.sqlite');
+  const stores = openSqliteStores({ filename: eventsFile, clock });
   await mkdir(join(config.DATA_DIR, 'read-models'), { recursive: true });
-  const readModelStores: Record<string, SqliteReadModelStore> = {};
   /** Each service keeps its read models in a file of its own, as it would in a database of its own. */
-  const readModels = (service: string) =>
-    (readModelStores[service] = new SqliteReadModelStore({ filename: join(config.DATA_DIR, 'read-models', `${service}.sqlite`) }));
+  const readModelFile = (service: string) => join(config.DATA_DIR, 'read-models', `${service}.sqlite`);
+  const SERVICES = ['billing', 'chat', 'video', 'webhook'];
+  // The services query their read models here; the projection thread writes them.
+  const readModelStores: Record<string, SqliteReadModelStore> = Object.fromEntries(
+    SERVICES.map((service) => [service, new SqliteReadModelStore({ filename: readModelFile(service), writes: 'none' })]),
+  );
+  const projectionThread = await startProjectionThread({
+    entry: threadEntry('projection-thread'),
+    eventStore: stores.store,
+    eventsFile,
+    readModelFiles: Object.fromEntries(SERVICES.map((service) => [service, readModelFile(service)])),
+    onLost: (err) => {
+      logger.fatal({ err }, 'the projection thread stopped; exiting');
+      process.exit(70);
+    },
+  });
+  const projector = projectionThread.projector;
+  const readModels = (service: string) => readModelStores[service]!;
   const broker = new InProcessBroker();
   const client = new InProcessServiceClient(broker);
   const services: { close(): Promise<void> }[] = [];
@@ -83,6 +99,7 @@ export async function startStandalone(options: StandaloneOptions) {
     createBilling({
       eventStore: stores.store,
       readModels: readModels('billing'),
+      projector,
       client,
       clock,
       ids,
@@ -91,6 +108,7 @@ export async function startStandalone(options: StandaloneOptions) {
     createChat({
       eventStore: stores.store,
       readModels: readModels('chat'),
+      projector,
       client,
       clock,
       ids,
@@ -100,6 +118,7 @@ export async function startStandalone(options: StandaloneOptions) {
     createVideo({
       eventStore: stores.store,
       readModels: readModels('video'),
+      projector,
       client,
       clock,
       ids,
@@ -111,6 +130,7 @@ export async function startStandalone(options: StandaloneOptions) {
     createWebhook({
       eventStore: stores.store,
       readModels: readModels('webhook'),
+      projector,
       // One shared log in this mode: the webhook service reads video events straight from it.
       bus: new EventStoreEventBus({ eventStores: { video: stores.store }, checkpoints: stores.checkpoints }),
       clock,
@@ -138,6 +158,7 @@ export async function startStandalone(options: StandaloneOptions) {
       await gateway.close();
       for (const app of apps.reverse()) await app.close();
       for (const service of services.reverse()) await service.close();
+      await projectionThread.close();
       await stores.close();
       for (const store of Object.values(readModelStores)) await store.close();
     },
@@ -182,8 +203,6 @@ async function startGatewayThread(options: {
 }): Promise<{ port: number; close(): Promise<void> }> {
   const { port1, port2 } = new MessageChannel();
   const served = serveThreadClient(options.broker, port1);
-  const fromSources = import.meta.url.endsWith('.ts');
-  const entry = new URL(fromSources ? './gateway-thread.ts' : './gateway-thread.js', import.meta.url);
   const data: GatewayThreadData = {
     port: port2,
     clock: shareClock(options.clock),
@@ -191,9 +210,7 @@ async function startGatewayThread(options: {
     adminToken: options.adminToken,
     version: options.version,
   };
-  const worker = fromSources
-    ? new Worker(new URL('./ts-thread.mjs', import.meta.url), { workerData: { ...data, entry: entry.href }, transferList: [port2] })
-    : new Worker(entry, { workerData: data, transferList: [port2] });
+  const worker = startThread(threadEntry('gateway-thread'), { workerData: data, transferList: [port2] });
   const events = (event: GatewayThreadEvent['kind']) =>
     new Promise<GatewayThreadEvent>((resolve, reject) => {
       const onMessage = (message: GatewayThreadEvent) => {
@@ -232,3 +249,6 @@ async function startGatewayThread(options: {
     },
   };
 }
+
+/** A thread entry of this package: the built file beside the bundle, or the TypeScript source. */
+const threadEntry = (name: string) => new URL(import.meta.url.endsWith('.ts') ? `./${name}.ts` : `./${name}.js`, import.meta.url);

@@ -2,9 +2,10 @@ import { join } from 'node:path';
 import type { Clock, IdSource } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
-import { ProjectionRunner, type ReadModelStore, readYourWrites } from '@oc/readmodel';
+import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
+import { videoReadModels } from './projections';
 import { billingOver } from './adapters/billing-client';
 import { FfmpegRenderer } from './adapters/ffmpeg-renderer';
 import { LocalFileStore } from './adapters/local-file-store';
@@ -15,13 +16,13 @@ import { fileKey, type JobTimings, VideoJobs } from './application/jobs';
 import type { FileStore, Scheduler, VideoProvider } from './application/ports';
 import { VideoService } from './application/videos';
 import type { VideoConfig } from './config';
-import { videoCollections } from './projections/documents';
-import { videoProjections } from './projections/video-projections';
 import { LOGGER, VIDEO_SERVICE, VideoController } from './transport/video.controller';
 
 export interface VideoRuntime {
   eventStore: EventStore;
   readModels: ReadModelStore;
+  /** Where the projections run; in this thread unless the process runs them in a projection thread. */
+  projector?: ProjectorFactory;
   /** To reach billing. */
   client: ServiceClient;
   clock: Clock;
@@ -77,8 +78,11 @@ async function objectStore(config: VideoConfig, dataDir: string): Promise<FileSt
 /** Builds the video service and catches its read model up; every unfinished job resumes once it listens. */
 export async function createVideo(runtime: VideoRuntime) {
   const { config, clock, logger } = runtime;
-  const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, videoProjections, {
-    collections: videoCollections,
+  const projections = (runtime.projector ?? projectInThisThread)({
+    service: 'video',
+    set: videoReadModels,
+    eventStore: runtime.eventStore,
+    readModels: runtime.readModels,
     onError: (err) => logger.error({ err }, 'video projection stopped'),
   });
   await projections.start();

@@ -1,17 +1,16 @@
 import { type Clock, type IdSource, VideoNotifications } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { DurableEventBus } from '@oc/messaging';
-import { ProjectionRunner, type ReadModelStore, readYourWrites } from '@oc/readmodel';
+import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
+import { webhookReadModels } from './projections';
 import { type DestinationRules, type ResolveHost, resolveWithDns } from './adapters/destinations';
 import { HttpWebhookSender } from './adapters/http-sender';
 import { SecretBox } from './adapters/secret-box';
 import { Deliveries, type DeliveryPolicy } from './application/deliveries';
 import { systemTimers, type Timers } from './application/scheduler';
 import { type RegistrationPolicy, WebhookService } from './application/webhooks';
-import { webhookCollections } from './projections/documents';
-import { webhookProjections } from './projections/webhook-projections';
 import { LOGGER, WEBHOOK_SERVICE, WebhookController } from './transport/webhook.controller';
 
 /** The name of the durable consumer of video events; replicas share it. */
@@ -38,6 +37,8 @@ export interface WebhookSettings {
 export interface WebhookRuntime {
   eventStore: EventStore;
   readModels: ReadModelStore;
+  /** Where the projections run; in this thread unless the process runs them in a projection thread. */
+  projector?: ProjectorFactory;
   /** Where video events come from: JetStream over NATS, the shared event store embedded. */
   bus: DurableEventBus;
   /** Defaults to VIDEO_EVENTS_CONSUMER. */
@@ -72,8 +73,11 @@ export class WebhookModule {
  */
 export async function createWebhook(runtime: WebhookRuntime) {
   const { settings, logger } = runtime;
-  const projections = new ProjectionRunner(runtime.eventStore, runtime.readModels, webhookProjections, {
-    collections: webhookCollections,
+  const projections = (runtime.projector ?? projectInThisThread)({
+    service: 'webhook',
+    set: webhookReadModels,
+    eventStore: runtime.eventStore,
+    readModels: runtime.readModels,
     onError: (err) => logger.error({ err }, 'webhook projection stopped'),
   });
   await projections.start();

@@ -56,7 +56,7 @@ export const accountsProjection: Projection = {
         entry = { type: 'credit', amount_micros: event.data.amount_micros, charged_micros: 0, description: event.data.description, reference: null };
         break;
       case 'FundsReserved':
-        await open.put({
+        await open.create({
           _id: openReservationId(org._id, event.data.reservation_id),
           org_id: org._id,
           reservation_id: event.data.reservation_id,
@@ -100,7 +100,7 @@ export const accountsProjection: Projection = {
     }
     await orgs.put(org);
     if (entry) {
-      await ctx.collection<LedgerEntryDoc>(Collections.ledger).put({
+      await ctx.collection<LedgerEntryDoc>(Collections.ledger).create({
         _id: `le_${stored.id}`,
         org_id: org._id,
         ...entry,

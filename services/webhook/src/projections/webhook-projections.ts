@@ -68,7 +68,7 @@ export const deliveriesProjection: Projection = {
     const event = stored as Stored;
     const deliveries = ctx.collection<DeliveryDoc>(Collections.deliveries);
     if (event.type === 'DeliveryScheduled') {
-      await deliveries.put({
+      await deliveries.create({
         _id: event.data.delivery_id,
         webhook_id: event.data.webhook_id,
         org_id: event.data.org_id,
@@ -88,7 +88,7 @@ export const deliveriesProjection: Projection = {
         const d = event.data;
         const status = d.success ? 'succeeded' : d.next_attempt_at === null ? 'failed' : 'pending';
         await deliveries.put({ ...delivery, status, attempts: d.attempt, next_attempt_at: d.next_attempt_at });
-        await ctx.collection<AttemptDoc>(Collections.attempts).put({
+        await ctx.collection<AttemptDoc>(Collections.attempts).create({
           _id: `${d.delivery_id}.${d.attempt}`,
           webhook_id: d.webhook_id,
           org_id: d.org_id,

@@ -1,0 +1,6 @@
+import type { ProjectionSet } from '@oc/readmodel';
+import { billingProjections } from './billing-projections';
+import { billingCollections } from './documents';
+
+/** The billing service's read models and the projections that write them (loaded by a projection thread too). */
+export const billingReadModels: ProjectionSet = { projections: billingProjections, collections: billingCollections };
