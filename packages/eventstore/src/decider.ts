@@ -77,7 +77,9 @@ const MAX_BATCH = 256;
  * decision throws fails alone, after the others' append has settled, against the same state they saw.
  * The state of recently used streams is kept and trusted: a command on a known stream reads nothing, and
  * only a conflict (another writer appended meanwhile) makes it read the events appended since. So long
- * streams (an account's reservations) cost the same per command as short ones.
+ * streams (an account's reservations) cost the same per command as short ones. Where replicas of a service
+ * write the same streams (`otherWriters`), a refusal or a decision to do nothing, which no append checks,
+ * is made on the kept state only once a read of what was appended since found nothing new.
  */
 export class CommandHandler {
   private readonly mutex = new KeyedMutex();
@@ -88,7 +90,17 @@ export class CommandHandler {
 
   constructor(
     private readonly store: EventStore,
-    private readonly options: { maxAttempts?: number; newEventId?: () => string; maxCachedStreams?: number } = {},
+    private readonly options: {
+      maxAttempts?: number;
+      newEventId?: () => string;
+      maxCachedStreams?: number;
+      /**
+       * Other processes (replicas of the service) append to the same streams. A kept state is then checked
+       * against the store before it refuses a command or decides nothing; decisions that append are checked
+       * by their expected revision already.
+       */
+      otherWriters?: boolean;
+    } = {},
   ) {}
 
   handle<State, Command, Event extends DomainEvent>(
@@ -142,20 +154,22 @@ export class CommandHandler {
     for (let attempt = 1; ; attempt++) {
       let outcomes: Array<{ state: unknown; events: DomainEvent[] } | { error: unknown }> = [];
       try {
-        const { state, revision } =
+        let { state, revision, checked } =
           fresh && attempt === 1 && !this.states.has(streamName)
-            ? { state: decider.initialState(), revision: 'no_stream' as const }
+            ? { state: decider.initialState(), revision: 'no_stream' as const, checked: true }
             : await this.read(streamName, decider, attempt > 1);
-        let current = state;
-        outcomes = pending.map(({ command }) => {
-          try {
-            const events = decider.decide(command, current);
-            current = events.reduce((s, e) => decider.evolve(s, e), current);
-            return { state: current, events };
-          } catch (error) {
-            return { error };
+        let decided = decideAll(decider, pending, state);
+        // A refusal or a "nothing to do" is never checked by an append: where other processes write this
+        // stream too, the kept state it came from may be behind (a credit another replica added).
+        if (this.options.otherWriters && !checked && decided.outcomes.some((o) => 'error' in o || o.events.length === 0)) {
+          const latest = await this.read(streamName, decider, true);
+          if (latest.revision !== revision) {
+            ({ state, revision } = latest);
+            decided = decideAll(decider, pending, state);
           }
-        });
+        }
+        outcomes = decided.outcomes;
+        const current = decided.state;
         const toAppend: NewEvent[] = [];
         outcomes.forEach((outcome, i) => {
           if ('error' in outcome) return;
@@ -206,14 +220,17 @@ export class CommandHandler {
     return this.mutex.run(streamName, async () => (await this.read(streamName, decider, true)).state);
   }
 
-  /** The kept state, or (when there is none, or `refresh`) the events read since its revision applied to it. */
+  /**
+   * The kept state, or (when there is none, or `refresh`) the events read since its revision applied to it;
+   * `checked` when the store was read.
+   */
   private async read<State, Event extends DomainEvent>(
     streamName: string,
     decider: Pick<Decider<State, never, Event>, 'evolve' | 'initialState'>,
     refresh: boolean,
-  ): Promise<{ state: State; revision: number | 'no_stream' }> {
+  ): Promise<{ state: State; revision: number | 'no_stream'; checked: boolean }> {
     const cached = this.states.get(streamName);
-    if (cached?.decider === decider && !refresh) return { state: cached.state as State, revision: cached.revision };
+    if (cached?.decider === decider && !refresh) return { state: cached.state as State, revision: cached.revision, checked: false };
     let state = cached?.decider === decider ? (cached.state as State) : decider.initialState();
     let revision = cached?.decider === decider ? cached.revision : 'no_stream';
     const newer = await this.store.readStream(streamName, { fromRevision: revision === 'no_stream' ? 0 : revision + 1 });
@@ -221,7 +238,7 @@ export class CommandHandler {
     const last = newer.at(-1);
     if (last) revision = last.revision;
     this.remember(streamName, decider, state, revision);
-    return { state, revision };
+    return { state, revision, checked: true };
   }
 
   private remember(streamName: string, decider: unknown, state: unknown, revision: number | 'no_stream') {
@@ -232,6 +249,25 @@ export class CommandHandler {
       if (oldest !== undefined) this.states.delete(oldest);
     }
   }
+}
+
+/** Each command decided in turn on the state the previous one left; a command that throws fails alone. */
+function decideAll(
+  decider: Decider<unknown, unknown, DomainEvent>,
+  pending: ReadonlyArray<Pending<unknown, unknown, DomainEvent>>,
+  state: unknown,
+): { state: unknown; outcomes: Array<{ state: unknown; events: DomainEvent[] } | { error: unknown }> } {
+  let current = state;
+  const outcomes = pending.map(({ command }) => {
+    try {
+      const events = decider.decide(command, current);
+      current = events.reduce((s, e) => decider.evolve(s, e), current);
+      return { state: current, events };
+    } catch (error) {
+      return { error };
+    }
+  });
+  return { state: current, outcomes };
 }
 
 export type { StoredEvent };
