@@ -10,6 +10,6 @@ await runServiceProcess({
   service: 'billing',
   version: pkg.version,
   config,
-  create: ({ eventStore, readModels, client, logger }) =>
-    createBilling({ eventStore, readModels, client, clock: systemClock, ids: sortableIds, logger }),
+  create: ({ eventStore, readModels, client, logger, replicas }) =>
+    createBilling({ eventStore, readModels, client, clock: systemClock, ids: sortableIds, logger, replicas }),
 });

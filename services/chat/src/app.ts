@@ -1,7 +1,7 @@
-import { type Clock, type IdSource, repeatByClock, Subjects } from '@oc/contracts';
+import { type Clock, type IdSource, type Replicas, repeatByClock, Subjects } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
-import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readYourWrites } from '@oc/readmodel';
+import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { chatReadModels } from './projections';
@@ -33,6 +33,11 @@ export interface ChatRuntime {
   lifecycle: CompletionLifecycle;
   /** The simulator's pause between streamed words. */
   simulatorWordDelayMs: number;
+  /**
+   * Replicas of chat on the same event store (its own process): the completions a gone replica left open
+   * are settled at the next sweep. Absent, this process is alone (`lifecycle.replica` names it).
+   */
+  replicas?: Replicas;
 }
 
 /** How often completions left open by a crash are looked for (by the injected clock). */
@@ -67,11 +72,12 @@ export async function createChat(runtime: ChatRuntime) {
     runtime.upstream.kind === 'openai'
       ? new OpenAiCompatibleProvider({ ...runtime.upstream, onUpstreamError: (detail) => runtime.logger.warn({ detail }, 'chat upstream failed') })
       : simulator;
-  const commands = new CommandHandler(runtime.eventStore);
+  const shared = runtime.replicas?.shared ?? false;
+  const commands = new CommandHandler(runtime.eventStore, { otherWriters: shared });
   const service = new ChatService({
     eventStore: runtime.eventStore,
     commands,
-    readModels: readYourWrites(runtime.readModels, projections, commands),
+    readModels: shared ? readLatest(runtime.readModels, projections, runtime.eventStore) : readYourWrites(runtime.readModels, projections, commands),
     provider,
     simulator,
     tokenizer: gptTokenizer,
@@ -80,7 +86,8 @@ export async function createChat(runtime: ChatRuntime) {
     clock: runtime.clock,
     ids: runtime.ids,
     pricing: runtime.pricing,
-    lifecycle: runtime.lifecycle,
+    lifecycle: runtime.replicas ? { ...runtime.lifecycle, replica: runtime.replicas.self } : runtime.lifecycle,
+    ...(runtime.replicas ? { replicas: runtime.replicas } : {}),
     logger: runtime.logger,
   });
   const cancels = await runtime.client.onBroadcast(Subjects.chat.cancelStream, onCancelStream(service, runtime.logger));

@@ -11,6 +11,7 @@ await runServiceProcess({
   service: 'chat',
   version: pkg.version,
   config,
-  create: ({ eventStore, readModels, client, logger }) =>
-    createChat({ eventStore, readModels, client, clock: systemClock, ids: sortableIds, logger, ...chatSettings(config) }),
+  replicaId: config.CHAT_REPLICA_ID ?? config.REPLICA_ID,
+  create: ({ eventStore, readModels, client, logger, replicas }) =>
+    createChat({ eventStore, readModels, client, clock: systemClock, ids: sortableIds, logger, replicas, ...chatSettings(config) }),
 });
