@@ -40,7 +40,7 @@ export async function natsPresence(
     }
   };
   if ((await answers(self)) === true) throw new ReplicaNameInUseError(service, self);
-  const subscription = nc.subscribe(names.presence(service, self), { callback: (_error, msg) => msg.respond() });
+  const subscription = nc.subscribe(names.presence(service, self), { callback: (_error, msg) => void msg.respond() });
   // The server has the interest before anyone is told this replica is up.
   await nc.flush();
   return {

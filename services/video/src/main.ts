@@ -16,8 +16,9 @@ await runServiceProcess({
   service: 'video',
   version: pkg.version,
   config,
-  create: ({ eventStore, readModels, client, logger }) =>
+  create: ({ eventStore, readModels, client, logger, replicas }) =>
     createVideo({
+      replicas,
       eventStore,
       readModels,
       client,

@@ -1,8 +1,8 @@
-import { ApiError, type Clock, type VideoFailureCode } from '@oc/contracts';
+import { ApiError, type Clock, type Replicas, type VideoFailureCode } from '@oc/contracts';
 import type { CommandHandler, EventStore } from '@oc/eventstore';
-import type { ReadModels } from '@oc/readmodel';
+import { distinctValues, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
-import { type ActiveVideo, settlementDue, type VideoCommand, videoDecider, type VideoState, videoStream } from '../domain/video';
+import { type ActiveVideo, NotJobOwner, settlementDue, type VideoCommand, videoDecider, type VideoState, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
 import type { Billing, FileStore, GeneratedVideo, GenerationJob, Renderer, Scheduler, VideoProvider } from './ports';
 
@@ -31,6 +31,8 @@ export interface JobDeps {
   clock: Clock;
   logger: Logger;
   timings: JobTimings;
+  /** This replica's name (it runs the jobs it owns), and which of the others are gone. */
+  replicas: Replicas;
   contentUrl(videoId: string): string;
   /** Where a persisted video is downloaded from: the CDN over the permanent store, or the content endpoint. */
   permanentUrl(video: { orgId: string; videoId: string }): string;
@@ -43,11 +45,17 @@ const RESUME_PAGE = 500;
 /** A create still unfinished this long after it began has died (its bus request timed out long before). */
 export const ABANDONED_CREATE_MS = 60_000;
 
+/** A job command without the replica that makes it (this one). */
+type JobCommand = VideoCommand extends infer C ? (C extends { replica: string } ? Omit<C, 'replica'> : never) : never;
+
 /**
  * Drives every unfinished video from its stream: generation, settlement of its reservation, then the
  * storage lifecycle. Each step loads the stream, does what is due now, appends what happened and schedules
  * the next, so a restart simply resumes from the stream; billing calls are idempotent on the video id,
- * so a step repeated after a crash never charges or refunds twice.
+ * so a step repeated after a crash never charges or refunds twice. A video's job runs on one replica, the
+ * one its stream names: its creator, until that replica is gone and another takes the job over (an append
+ * with the expected revision, so exactly one does). Every step's append names the replica too, and the
+ * decider refuses it from any other, so a replica that lost a job stops at its next append.
  */
 export class VideoJobs {
   constructor(private readonly deps: JobDeps) {}
@@ -56,23 +64,71 @@ export class VideoJobs {
     this.deps.scheduler.schedule(videoId, atMs, () => this.step(videoId));
   }
 
-  /** Schedules every video the read model says is not finished with (at start, after a restart). */
+  private get videos() {
+    return this.deps.readModels.collection<VideoDoc>(Collections.videos);
+  }
+
+  /**
+   * Schedules every video the read model says is not finished with (at start, after a restart): this
+   * replica's own, and those of replicas that are gone (or of none, written before replicas), taken over.
+   * A live replica's are left to it.
+   */
   async resume(): Promise<number> {
-    const videos = this.deps.readModels.collection<VideoDoc>(Collections.videos);
+    const gone = new Map<string, Promise<boolean>>();
+    const isGone = (owner: string) => {
+      if (!gone.has(owner)) gone.set(owner, this.deps.replicas.isGone(owner));
+      return gone.get(owner)!;
+    };
     let resumed = 0;
     for (let last = ''; ; ) {
-      const page = await videos.find({ open: true, _id: { $gt: last } }, { sort: { _id: 1 }, limit: RESUME_PAGE });
-      for (const doc of page) this.track(doc._id);
-      resumed += page.length;
+      const page = await this.videos.find({ open: true, _id: { $gt: last } }, { sort: { _id: 1 }, limit: RESUME_PAGE });
+      for (const doc of page) {
+        const owner = doc.owner ?? null;
+        if (owner === this.deps.replicas.self) this.track(doc._id);
+        else if (owner === null || (await isGone(owner))) await this.takeOver(doc._id, owner);
+        else continue;
+        resumed++;
+      }
       if (page.length < RESUME_PAGE) return resumed;
       last = page.at(-1)!._id;
     }
+  }
+
+  /**
+   * Takes over the unfinished videos of every replica that is gone (a sweep, every few seconds, where
+   * replicas share the store): one index seek per replica that runs any, then a page of that one's videos.
+   */
+  async takeOverFromGoneReplicas(): Promise<number> {
+    const { self, isGone } = this.deps.replicas;
+    let taken = 0;
+    for (const owner of await distinctValues(this.videos, 'owner', { open: true })) {
+      if (owner === self || !(await isGone(owner))) continue;
+      for (let last = ''; ; ) {
+        const page = await this.videos.find({ open: true, owner, _id: { $gt: last } }, { sort: { _id: 1 }, limit: RESUME_PAGE });
+        for (const doc of page) if (await this.takeOver(doc._id, owner)) taken++;
+        if (page.length < RESUME_PAGE) break;
+        last = page.at(-1)!._id;
+      }
+    }
+    return taken;
+  }
+
+  /** Makes this replica the job's owner if `from` still is, and schedules it; whether it did. */
+  private async takeOver(videoId: string, from: string | null): Promise<boolean> {
+    const { self } = this.deps.replicas;
+    const { state } = await this.deps.commands.handle(videoStream(videoId), videoDecider, { type: 'TakeOverJob', replica: self, from });
+    if (state.status === 'absent' || state.owner !== self) return false;
+    this.deps.logger.info({ videoId, from }, 'video job taken over from a stopped replica');
+    this.track(videoId);
+    return true;
   }
 
   async step(videoId: string): Promise<void> {
     try {
       await this.due(videoId);
     } catch (error) {
+      // Another replica runs this job now: its scheduler has it.
+      if (error instanceof NotJobOwner) return;
       this.deps.logger.warn({ err: error, videoId }, 'video step failed; will retry');
       this.track(videoId, this.deps.clock.now() + this.deps.timings.retryMs);
     }
@@ -81,7 +137,7 @@ export class VideoJobs {
   /** What is due now for this video. */
   private async due(videoId: string): Promise<void> {
     const state = await this.deps.commands.load(videoStream(videoId), videoDecider);
-    if (state.status === 'absent') return;
+    if (state.status === 'absent' || state.owner !== this.deps.replicas.self) return;
     if (settlementDue(state)) await this.settle(state);
     if (state.deleted) return;
     const now = this.deps.clock.now();
@@ -224,8 +280,9 @@ export class VideoJobs {
     for (const variant of variants) await temporary.remove(fileKey(state, variant));
   }
 
-  /** Appends what the command decides; queries wait for the read model themselves (`readYourWrites`). */
-  private async apply(videoId: string, command: VideoCommand): Promise<VideoState> {
-    return (await this.deps.commands.handle(videoStream(videoId), videoDecider, command)).state;
+  /** Appends what the command decides, as this replica; queries wait for the read model themselves. */
+  private async apply(videoId: string, command: JobCommand): Promise<VideoState> {
+    const mine = { ...command, replica: this.deps.replicas.self } as VideoCommand;
+    return (await this.deps.commands.handle(videoStream(videoId), videoDecider, mine)).state;
   }
 }
