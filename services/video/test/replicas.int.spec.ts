@@ -101,7 +101,7 @@ describe('video replicas on one event store', () => {
     const created = await a.service.create(request);
     // Its job starts at once on video-a; video-b sees it, from the first state on.
     expect((await b.service.get({ org_id: 'org_1', video_id: created.id })).status).toMatch(/^(queued|in_progress)$/);
-    expect((await b.service.list({ org_id: 'org_1', limit: 20 })).data.map((v) => v.id)).toEqual([created.id]);
+    expect((await b.service.list({ org_id: 'org_1', limit: 20, order: 'desc' })).data.map((v) => v.id)).toEqual([created.id]);
   });
 
   it('creates one video and holds its price once when both replicas race on one Idempotency-Key', async () => {
