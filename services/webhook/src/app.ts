@@ -1,7 +1,8 @@
-import { type Clock, type IdSource, VideoNotifications } from '@oc/contracts';
+import { hostname } from 'node:os';
+import { aloneReplica, type Clock, type IdSource, type Replicas, repeatByClock, VideoNotifications } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { DurableEventBus } from '@oc/messaging';
-import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readYourWrites } from '@oc/readmodel';
+import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { webhookReadModels } from './projections';
@@ -51,7 +52,15 @@ export interface WebhookRuntime {
   timers?: Timers;
   /** How registration resolves a URL's host name; DNS by default. */
   resolveHost?: ResolveHost;
+  /**
+   * Replicas of webhook on the same event store (its own process): each attempts the deliveries it
+   * scheduled and takes over those of a replica that is gone. Absent, this process is alone.
+   */
+  replicas?: Replicas;
 }
+
+/** How often a replica looks for the deliveries of replicas that are gone (by the injected clock). */
+export const TAKEOVER_SWEEP_MS = 5_000;
 
 @Module({})
 export class WebhookModule {
@@ -89,8 +98,11 @@ export async function createWebhook(runtime: WebhookRuntime) {
     ca: settings.ca,
   });
   const secrets = SecretBox.fromConfig(settings.secretKey);
-  const commands = new CommandHandler(runtime.eventStore);
-  const readModels = readYourWrites(runtime.readModels, projections, commands);
+  const replicas = runtime.replicas ?? aloneReplica(hostname());
+  const commands = new CommandHandler(runtime.eventStore, { otherWriters: replicas.shared });
+  const readModels = replicas.shared
+    ? readLatest(runtime.readModels, projections, runtime.eventStore)
+    : readYourWrites(runtime.readModels, projections, commands);
   const userAgent = `OC-Webhooks/${runtime.version}`;
   const policy: DeliveryPolicy = {
     retryDelaysMs: settings.retryDelaysMs,
@@ -109,6 +121,7 @@ export async function createWebhook(runtime: WebhookRuntime) {
     policy,
     logger,
     userAgent,
+    replicas,
   });
   const registration: RegistrationPolicy = {
     allowPlainHttp: settings.allowPrivate,
@@ -135,12 +148,24 @@ export async function createWebhook(runtime: WebhookRuntime) {
     { service: 'video', types: Object.keys(VideoNotifications) },
     (event) => deliveries.onVideoEvent(event),
   );
+  const takeovers = replicas.shared
+    ? repeatByClock(
+        runtime.clock,
+        TAKEOVER_SWEEP_MS,
+        async () => {
+          const taken = await deliveries.takeOverFromGoneReplicas();
+          if (taken > 0) logger.warn({ taken }, 'webhook deliveries of a stopped replica taken over');
+        },
+        (err) => logger.warn({ err }, 'looking for the deliveries of stopped replicas failed; will retry'),
+      )
+    : undefined;
   return {
     service,
     deliveries,
     projections,
     module: WebhookModule.register(service, logger),
     async close() {
+      await takeovers?.stop();
       await consumer.stop();
       await deliveries.stop();
       sender.close();

@@ -26,8 +26,9 @@ await runServiceProcess({
   service: 'webhook',
   version: pkg.version,
   config,
-  create: async ({ eventStore, readModels, nc, logger }) =>
+  create: async ({ eventStore, readModels, nc, logger, replicas }) =>
     createWebhook({
+      replicas,
       eventStore,
       readModels,
       bus: new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX }),

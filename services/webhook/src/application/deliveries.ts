@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import {
   type Clock,
+  type Replicas,
   unixSeconds,
   VideoNotifications,
   type VideoNotificationType,
@@ -9,11 +10,11 @@ import {
   webhookEventId,
 } from '@oc/contracts';
 import type { CommandHandler, EventStore, StoredEvent } from '@oc/eventstore';
-import type { ReadModels } from '@oc/readmodel';
+import { distinctValues, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import type { WebhookRequest, WebhookSender } from '../adapters/http-sender';
 import type { SecretBox } from '../adapters/secret-box';
-import { type DeliveryCommand, deliveryDecider, deliveryStream } from '../domain/delivery';
+import { type DeliveryCommand, deliveryDecider, deliveryStream, NotDeliveryOwner } from '../domain/delivery';
 import { serviceSignature, standardWebhookSignature } from '../domain/signature';
 import { type Webhook, type WebhookCommand, webhookDecider, webhookStream } from '../domain/webhook';
 import { Collections, type DeliveryDoc, type WebhookDoc } from '../projections/documents';
@@ -39,7 +40,12 @@ export interface DeliveryDeps {
   policy: DeliveryPolicy;
   logger: Logger;
   userAgent: string;
+  /** This replica's name (it attempts the deliveries it owns), and which of the others are gone. */
+  replicas: Replicas;
 }
+
+/** Pending deliveries taken over per page. */
+const TAKEOVER_PAGE = 500;
 
 /** `dlv_…` from the event and the webhook: the same event reaching us twice maps to the same delivery. */
 export const deliveryIdOf = (eventId: string, webhookId: string) =>
@@ -83,7 +89,11 @@ export function signedRequest(
 /**
  * Turns video events into deliveries and carries each delivery out: one attempt at a time, recorded on
  * the delivery's stream (which holds the retry schedule) and on the webhook's (which counts consecutive
- * failures and disables it at the limit).
+ * failures and disables it at the limit). A delivery's attempts are made by one replica, the one its
+ * stream names (the one that consumed the video event, or requeued the delivery); another takes it over,
+ * by an append with the expected revision, once that one is gone. The decider records attempts only from
+ * the owner, so each attempt is made once per due time, and at least once overall: an attempt in flight
+ * when its replica died is made again by the next owner, with the same event id.
  */
 export class Deliveries {
   readonly scheduler: DeliveryScheduler;
@@ -104,13 +114,57 @@ export class Deliveries {
     });
   }
 
-  /** Every delivery pending or between retries when the service last stopped goes back on the schedule. */
+  private get deliveries() {
+    return this.deps.readModels.collection<DeliveryDoc>(Collections.deliveries);
+  }
+
+  /**
+   * Every delivery pending or between retries when the service last stopped goes back on the schedule:
+   * this replica's own, and those of replicas that are gone (or of none, from before replicas), taken over.
+   * A live replica's are left to it.
+   */
   async resume(): Promise<number> {
-    const pending = await this.deps.readModels
-      .collection<DeliveryDoc>(Collections.deliveries)
-      .find({ status: 'pending' }, { sort: { next_attempt_at: 1 } });
-    for (const d of pending) this.scheduler.schedule(d._id, d.webhook_id, d.next_attempt_at ?? this.deps.clock.now());
-    return pending.length;
+    const pending = await this.deliveries.find({ status: 'pending' }, { sort: { next_attempt_at: 1 } });
+    const gone = new Map<string, Promise<boolean>>();
+    let resumed = 0;
+    for (const d of pending) {
+      const owner = d.owner ?? null;
+      if (owner === this.deps.replicas.self) this.scheduler.schedule(d._id, d.webhook_id, d.next_attempt_at ?? this.deps.clock.now());
+      else {
+        if (owner !== null && !gone.has(owner)) gone.set(owner, this.deps.replicas.isGone(owner));
+        if (owner !== null && !(await gone.get(owner))) continue;
+        if (!(await this.takeOver(d._id, owner))) continue;
+      }
+      resumed++;
+    }
+    return resumed;
+  }
+
+  /**
+   * Takes over the pending deliveries of every replica that is gone (a sweep, every few seconds, where
+   * replicas share the store): one index seek per replica that has any, then pages of that one's.
+   */
+  async takeOverFromGoneReplicas(): Promise<number> {
+    const { self, isGone } = this.deps.replicas;
+    let taken = 0;
+    for (const owner of await distinctValues(this.deliveries, 'owner', { status: 'pending' })) {
+      if (owner === self || !(await isGone(owner))) continue;
+      for (let last = ''; ; ) {
+        const page = await this.deliveries.find({ status: 'pending', owner, _id: { $gt: last } }, { sort: { _id: 1 }, limit: TAKEOVER_PAGE });
+        for (const d of page) if (await this.takeOver(d._id, owner)) taken++;
+        if (page.length < TAKEOVER_PAGE) break;
+        last = page.at(-1)!._id;
+      }
+    }
+    return taken;
+  }
+
+  /** Makes this replica the delivery's owner if `from` still is, and schedules its next attempt; whether it did. */
+  private async takeOver(deliveryId: string, from: string | null): Promise<boolean> {
+    const { state } = await this.delivery({ type: 'TakeOverDelivery', deliveryId, replica: this.deps.replicas.self, from });
+    if (state.status !== 'pending' || state.owner !== this.deps.replicas.self || state.nextAttemptAt === null) return false;
+    this.scheduler.schedule(deliveryId, state.webhookId, state.nextAttemptAt);
+    return true;
   }
 
   /** The durable consumer's handler: idempotent, since the bus redelivers after a crash. */
@@ -146,8 +200,12 @@ export class Deliveries {
       event: envelope,
       now: this.deps.clock.now(),
       delays: this.deps.policy.retryDelaysMs,
+      replica: this.deps.replicas.self,
     });
-    if (state.status === 'pending' && state.nextAttemptAt !== null) this.scheduler.schedule(deliveryId, webhookId, state.nextAttemptAt);
+    // Consumed again after all (redelivered): its owner attempts it, or takes it over from a gone one.
+    if (state.status === 'pending' && state.nextAttemptAt !== null && state.owner === this.deps.replicas.self) {
+      this.scheduler.schedule(deliveryId, webhookId, state.nextAttemptAt);
+    }
   }
 
   /** Sends a failed delivery again with a fresh schedule (same event id); the caller checked ownership. */
@@ -159,6 +217,7 @@ export class Deliveries {
       orgId,
       now: this.deps.clock.now(),
       delays: this.deps.policy.retryDelaysMs,
+      replica: this.deps.replicas.self,
     });
     const { state } = result;
     if (state.status === 'pending' && state.nextAttemptAt !== null) this.scheduler.schedule(deliveryId, webhookId, state.nextAttemptAt);
@@ -166,9 +225,19 @@ export class Deliveries {
   }
 
   async attempt(deliveryId: string): Promise<void> {
+    try {
+      await this.attemptOwned(deliveryId);
+    } catch (error) {
+      // Another replica makes this delivery's attempts now (it was taken over while this one was sent).
+      if (!(error instanceof NotDeliveryOwner)) throw error;
+    }
+  }
+
+  private async attemptOwned(deliveryId: string): Promise<void> {
     const { clock, policy } = this.deps;
+    const replica = this.deps.replicas.self;
     const state = await this.deps.commands.load(deliveryStream(deliveryId), deliveryDecider);
-    if (state.status !== 'pending' || state.nextAttemptAt === null) return;
+    if (state.status !== 'pending' || state.nextAttemptAt === null || state.owner !== replica) return;
     if (state.nextAttemptAt > clock.now()) {
       this.scheduler.schedule(deliveryId, state.webhookId, state.nextAttemptAt);
       return;
@@ -176,7 +245,7 @@ export class Deliveries {
     const webhook = await this.deps.commands.load(webhookStream(state.webhookId), webhookDecider);
     if (webhook.status !== 'present' || !webhook.isActive) {
       const reason = webhook.status === 'present' ? 'webhook_inactive' : 'webhook_deleted';
-      await this.delivery({ type: 'AbandonDelivery', deliveryId, at: clock.now(), reason });
+      await this.delivery({ type: 'AbandonDelivery', deliveryId, at: clock.now(), reason, replica });
       return;
     }
     const attempt = state.attempts + 1;
@@ -191,7 +260,7 @@ export class Deliveries {
     );
     const outcome = await this.deps.sender.send(request);
     const at = clock.now();
-    const recorded = await this.delivery({ type: 'RecordAttempt', deliveryId, attempt, at, outcome, delays: policy.retryDelaysMs });
+    const recorded = await this.delivery({ type: 'RecordAttempt', deliveryId, attempt, at, outcome, delays: policy.retryDelaysMs, replica });
     if (recorded.events.length === 0) return;
     await this.webhook({
       type: 'RecordAttempt',
