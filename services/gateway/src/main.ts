@@ -4,7 +4,7 @@ import { createLogger, startTelemetry } from '@oc/telemetry';
 import { Redis } from 'ioredis';
 import { z } from 'zod';
 import pkg from '../package.json' with { type: 'json' };
-import { RateLimits } from './application/rate-limits';
+import { RateLimits, redisReady } from './application/rate-limits';
 import { GatewayLimitsConfigSchema } from './config';
 import { createGateway } from './gateway';
 import { HttpServerConfigSchema } from './transport/http-server';
@@ -29,6 +29,7 @@ const telemetry = await startTelemetry({ serviceName: 'oc-gateway', version: pkg
 const logger = createLogger({ service: 'gateway', level: config.LOG_LEVEL });
 const services = new NatsServiceClient({ servers: config.NATS_URL, prefix: config.NATS_PREFIX });
 const redis = config.REDIS_URL ? new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
+if (redis && !(await redisReady(redis))) logger.warn('Redis is not reachable yet: until it is, this gateway counts rate limits in its own memory');
 
 const gateway = await createGateway({
   services,
