@@ -1,5 +1,5 @@
 import { pathToFileURL } from 'node:url';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -226,3 +226,99 @@ export const distributed = async (env: Record<string, string> = {}, options: { s
     },
   };
 };
+
+/** A deployment with several gateways and several replicas of every service. */
+export interface ReplicatedService extends RunningService {
+  /** Every gateway's base URL; `url` is the first. */
+  urls: string[];
+  /** Every process by name: `gateway-1`, `billing-2` … */
+  names: string[];
+  /** Kills one process (SIGKILL, no shutdown) and leaves it dead: its replicas carry on without it. */
+  kill(name: string): Promise<void>;
+}
+
+/**
+ * `REPLICAS=n pnpm start:distributed` as the tests run it: n gateways (sharing rate limits through Redis when
+ * REDIS_URL's server answers) and n replicas of billing, chat, video and webhook, each its own process over
+ * the real NATS server, all on one SQLite event store file. Replicas of a service share its data directory
+ * (video files, the webhook key) and keep read models of their own. The processes run the built bundles
+ * (rebuilt first when a source is newer), as `pnpm start:distributed` does: ten processes compiling their
+ * TypeScript at once would take minutes on two cores.
+ */
+export async function replicated(env: Record<string, string> = {}, options: { replicas?: number; redisUrl?: string } = {}): Promise<ReplicatedService> {
+  const replicas = options.replicas ?? 2;
+  execFileSync(process.execPath, [join(ROOT, 'scripts/ensure-built.mjs'), ...['billing', 'chat', 'video', 'webhook', 'gateway'].map((s) => `services/${s}`)], {
+    stdio: 'inherit',
+  });
+  const dataDir = await mkdtemp(join(tmpdir(), 'oc-replicated-'));
+  const ports = await Promise.all(Array.from({ length: replicas }, () => freePort()));
+  const urls = ports.map((port) => `http://127.0.0.1:${port}`);
+  const prefix = uniqueNatsPrefix();
+  const common = {
+    NATS_URL: natsUrl(),
+    NATS_PREFIX: prefix,
+    KEY_USAGE_FLUSH_MS: '100',
+    EVENTSTORE_FILE: join(dataDir, 'events.sqlite'),
+    LOG_LEVEL: 'warn',
+    ...env,
+  };
+  const webhookConsumer = `webhook-deliveries-${dataDir.split('-').at(-1)}`;
+  const own = (service: string, n: number): Record<string, string> => {
+    const base = { DATA_DIR: join(dataDir, service) };
+    if (service === 'gateway') {
+      return { ...base, PORT: String(ports[n - 1]), HOST: '127.0.0.1', ADMIN_TOKEN, ...(options.redisUrl ? { REDIS_URL: options.redisUrl } : {}) };
+    }
+    const replica = { ...base, REPLICA_ID: `${service}-${n}`, READMODEL_FILE: join(dataDir, service, `read-models-${n}.sqlite`) };
+    if (service === 'webhook') return { ...replica, WEBHOOK_SECRET_KEY, WEBHOOK_CONSUMER: webhookConsumer };
+    if (service === 'video') return { ...replica, PUBLIC_BASE_URL: urls[0]!, SIM_VIDEO_PRERENDER: n === 1 ? '1' : '0' };
+    return replica;
+  };
+  const processes = new Map<string, ChildProcess>();
+  const spawnBundle = (service: string, n: number) =>
+    spawn(process.execPath, ['--enable-source-maps', '--import', EXIT_WITH_PARENT, join(ROOT, 'services', service, 'dist/main.js')], {
+      cwd: ROOT,
+      env: { ...process.env, ...common, ...own(service, n) },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+  const start = async () => {
+    for (const service of ['billing', 'chat', 'webhook', 'video', 'gateway']) {
+      for (let n = 1; n <= replicas; n++) processes.set(`${service}-${n}`, spawnBundle(service, n));
+    }
+    for (const url of urls) await untilReady(url, [...processes.values()]);
+  };
+  await start();
+  const stopAll = async () => {
+    await Promise.all([...processes.values()].map(stopProcess));
+    processes.clear();
+  };
+  const service: ReplicatedService = {
+    mode: 'distributed',
+    dataDir,
+    natsPrefix: prefix,
+    url: urls[0]!,
+    urls,
+    names: [...processes.keys()],
+    adminToken: ADMIN_TOKEN,
+    async restart() {
+      await stopAll();
+      await start();
+    },
+    async kill(name) {
+      const child = processes.get(name);
+      if (!child) throw new Error(`no process ${name}`);
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGKILL');
+      await exited;
+      processes.delete(name);
+    },
+    async crash(name) {
+      await service.kill(name);
+    },
+    async stop() {
+      await stopAll();
+      await deleteEventsStream(prefix);
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+  return service;
+}

@@ -31,7 +31,9 @@ await runServiceProcess({
       replicas,
       eventStore,
       readModels,
-      bus: new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX }),
+      // Turning a video event into deliveries takes milliseconds: an event its replica took to the grave
+      // goes to another replica after 15 s rather than the bus's default minute.
+      bus: new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX, ackWaitMs: 15_000 }),
       consumerName: config.WEBHOOK_CONSUMER,
       clock: systemClock,
       ids: sortableIds,
