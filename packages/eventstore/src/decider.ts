@@ -78,8 +78,9 @@ const MAX_BATCH = 256;
  * The state of recently used streams is kept and trusted: a command on a known stream reads nothing, and
  * only a conflict (another writer appended meanwhile) makes it read the events appended since. So long
  * streams (an account's reservations) cost the same per command as short ones. Where replicas of a service
- * write the same streams (`otherWriters`), a refusal or a decision to do nothing, which no append checks,
- * is made on the kept state only once a read of what was appended since found nothing new.
+ * write the same streams (`otherWriters`), each decision first reads what was appended since the kept state.
+ * A kept state that decided a batch whose append failed is dropped, never reused: deciders may evolve their
+ * state in place (an account's reservations), so it may hold events that were never stored.
  */
 export class CommandHandler {
   private readonly mutex = new KeyedMutex();
@@ -95,9 +96,10 @@ export class CommandHandler {
       newEventId?: () => string;
       maxCachedStreams?: number;
       /**
-       * Other processes (replicas of the service) append to the same streams. A kept state is then checked
-       * against the store before it refuses a command or decides nothing; decisions that append are checked
-       * by their expected revision already.
+       * Other processes (replicas of the service) append to the same streams: a kept state is brought up to
+       * date (the events appended since it, read first) before every decision, so that a refusal or a
+       * decision to do nothing, which no append checks, is made on the stream as it is. Decisions that append
+       * are checked by their expected revision either way.
        */
       otherWriters?: boolean;
     } = {},
@@ -154,20 +156,14 @@ export class CommandHandler {
     for (let attempt = 1; ; attempt++) {
       let outcomes: Array<{ state: unknown; events: DomainEvent[] } | { error: unknown }> = [];
       try {
-        let { state, revision, checked } =
+        // A kept state is trusted when nobody else writes the stream; where replicas do, what they appended
+        // since is read first (one indexed read, usually empty), so refusals and "nothing to do" are decided
+        // on the stream as it is.
+        const { state, revision } =
           fresh && attempt === 1 && !this.states.has(streamName)
-            ? { state: decider.initialState(), revision: 'no_stream' as const, checked: true }
-            : await this.read(streamName, decider, attempt > 1);
-        let decided = decideAll(decider, pending, state);
-        // A refusal or a "nothing to do" is never checked by an append: where other processes write this
-        // stream too, the kept state it came from may be behind (a credit another replica added).
-        if (this.options.otherWriters && !checked && decided.outcomes.some((o) => 'error' in o || o.events.length === 0)) {
-          const latest = await this.read(streamName, decider, true);
-          if (latest.revision !== revision) {
-            ({ state, revision } = latest);
-            decided = decideAll(decider, pending, state);
-          }
-        }
+            ? { state: decider.initialState(), revision: 'no_stream' as const }
+            : await this.read(streamName, decider, attempt > 1 || this.options.otherWriters === true);
+        const decided = decideAll(decider, pending, state);
         outcomes = decided.outcomes;
         const current = decided.state;
         const toAppend: NewEvent[] = [];
@@ -194,6 +190,9 @@ export class CommandHandler {
         });
         return;
       } catch (error) {
+        // The batch that failed was evolved into the kept state (some deciders evolve in place, an account's
+        // reservations): it is dropped, and the stream read again from its start.
+        this.states.delete(streamName);
         if (!(error instanceof WrongExpectedRevisionError) || attempt >= maxAttempts) {
           outcomes.forEach((outcome, i) => pending[i]!.reject('error' in outcome ? outcome.error : error));
           for (const rest of pending.slice(outcomes.length)) rest.reject(error);
@@ -220,17 +219,14 @@ export class CommandHandler {
     return this.mutex.run(streamName, async () => (await this.read(streamName, decider, true)).state);
   }
 
-  /**
-   * The kept state, or (when there is none, or `refresh`) the events read since its revision applied to it;
-   * `checked` when the store was read.
-   */
+  /** The kept state, or (when there is none, or `refresh`) the events read since its revision applied to it. */
   private async read<State, Event extends DomainEvent>(
     streamName: string,
     decider: Pick<Decider<State, never, Event>, 'evolve' | 'initialState'>,
     refresh: boolean,
-  ): Promise<{ state: State; revision: number | 'no_stream'; checked: boolean }> {
+  ): Promise<{ state: State; revision: number | 'no_stream' }> {
     const cached = this.states.get(streamName);
-    if (cached?.decider === decider && !refresh) return { state: cached.state as State, revision: cached.revision, checked: false };
+    if (cached?.decider === decider && !refresh) return { state: cached.state as State, revision: cached.revision };
     let state = cached?.decider === decider ? (cached.state as State) : decider.initialState();
     let revision = cached?.decider === decider ? cached.revision : 'no_stream';
     const newer = await this.store.readStream(streamName, { fromRevision: revision === 'no_stream' ? 0 : revision + 1 });
@@ -238,7 +234,7 @@ export class CommandHandler {
     const last = newer.at(-1);
     if (last) revision = last.revision;
     this.remember(streamName, decider, state, revision);
-    return { state, revision, checked: true };
+    return { state, revision };
   }
 
   private remember(streamName: string, decider: unknown, state: unknown, revision: number | 'no_stream') {

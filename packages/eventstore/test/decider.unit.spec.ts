@@ -259,6 +259,25 @@ describe('CommandHandler against another process on the same file', () => {
     expect((await mine.readStream('counter-1')).map((e) => e.data)).toEqual([{ value: 5 }, { value: 7 }, { value: 5 }]);
   });
 
+  it('never reuses a kept state that a batch which failed to append was evolved into (in place)', async () => {
+    // Like an account's reservations: evolve changes the state it is given, for linear folds of long streams.
+    type SetEvent = { type: 'Added'; data: { id: string } };
+    const tally: Decider<{ ids: Set<string> }, { type: 'Add'; id: string }, SetEvent> = {
+      initialState: () => ({ ids: new Set() }),
+      decide: (command, state) => (state.ids.has(command.id) ? [] : [{ type: 'Added', data: { id: command.id } }]),
+      evolve: (state, event) => (state.ids.add(event.data.id), state),
+    };
+    const handler = new CommandHandler(mine);
+    await handler.handle('set-1', tally, { type: 'Add', id: 'a' });
+    // Another process appends: this handler's first decision conflicts, after adding 'b' to its kept state.
+    await theirs.appendToStream('set-1', [{ type: 'Added', data: { id: 'x' } }], { expectedRevision: 0 });
+
+    const result = await handler.handle('set-1', tally, { type: 'Add', id: 'b' });
+
+    expect(result.events).toEqual([{ type: 'Added', data: { id: 'b' } }]);
+    expect((await mine.readStream('set-1')).map((e) => (e.data as { id: string }).id)).toEqual(['a', 'x', 'b']);
+  });
+
   it('does not retry other errors', async () => {
     const raced = racedBy(0);
     const handler = new CommandHandler(raced.store);
