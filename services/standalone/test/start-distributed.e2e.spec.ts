@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { once } from 'node:events';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -107,3 +108,112 @@ describe.skipIf(!nats)('pnpm start:distributed', () => {
     await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
   });
 });
+
+/** `REPLICAS=2 pnpm start:distributed`: two gateways and two processes of every service on one data directory. */
+describe.skipIf(!nats)('REPLICAS=2 pnpm start:distributed', () => {
+  let dataDir: string;
+  let port: number;
+  let child: ChildProcess;
+  let output = '';
+  const prefix = uniqueNatsPrefix();
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'oc-start-replicas-'));
+    // Two consecutive free ports, for the two gateways.
+    do port = await freePort();
+    while (!(await portFree(port + 1)));
+    child = spawn(process.execPath, [join(ROOT, 'scripts/start-distributed.mjs')], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        REPLICAS: '2',
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATA_DIR: dataDir,
+        NATS_URL: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+        NATS_PREFIX: prefix,
+        LOG_LEVEL: 'warn',
+        SIM_VIDEO_DURATION_MS: '0',
+        CHAT_SIMULATOR_WORD_DELAY_MS: '0',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk));
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk));
+    await vi.waitFor(() => expect(output).toMatch(/^OC API listening on/m), { timeout: 120_000, interval: 100 });
+  }, 180_000);
+  afterAll(async () => {
+    if (child.exitCode === null) {
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      await exited;
+    }
+    await deleteEventsStream(prefix);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('serves the demo key through both gateways, and carries on when one video replica is killed', async () => {
+    const gateways = [`http://127.0.0.1:${port}`, `http://127.0.0.1:${port + 1}`];
+    expect(output).toContain(`OC API listening on ${gateways[0]} and ${gateways[1]} (distributed: 2 of each of`);
+    const key = /^ {2}(oc_live_\S+)$/m.exec(output)![1]!;
+    const call = async (gateway: number, method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${gateways[gateway]}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    const video = async (through: number, readThrough: number) => {
+      const created = await call(through, 'POST', '/v1/videos', { model: 'video-2', prompt: 'A paper boat', seconds: '4', size: '1280x720' });
+      expect(created.status).toBe(200);
+      // Read at once through the other gateway: the other replicas show it.
+      expect((await call(readThrough, 'GET', `/v1/videos/${created.body.id}`)).status).toBe(200);
+      await vi.waitFor(async () => expect((await call(readThrough, 'GET', `/v1/videos/${created.body.id}`)).body.status).toBe('completed'), {
+        timeout: 60_000,
+        interval: 200,
+      });
+    };
+    await video(0, 1);
+    // Each replica keeps read models of its own beside the service's shared data.
+    expect((await stat(join(dataDir, 'video', 'read-models-2.sqlite'))).isFile()).toBe(true);
+
+    // video-1 is killed: the script says so and keeps the rest running; video-2 serves alone.
+    const pids = await replicaPids('video', 'video-1');
+    expect(pids).toHaveLength(1);
+    process.kill(pids[0]!, 'SIGKILL');
+    await vi.waitFor(() => expect(output).toMatch(/\[start:distributed\] video-1 stopped \(SIGKILL\); 1 video replica still running/), {
+      timeout: 10_000,
+      interval: 50,
+    });
+    await video(1, 0);
+    expect(child.exitCode).toBeNull();
+  });
+});
+
+/** The processes of this checkout running `service`'s bundle as the named replica (Linux: /proc). */
+async function replicaPids(service: string, replica: string): Promise<number[]> {
+  const { readdir, readFile } = await import('node:fs/promises');
+  const bundle = join(ROOT, 'services', service, 'dist/main.js');
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8');
+      if (!cmdline.includes(bundle)) continue;
+      const environ = (await readFile(`/proc/${entry}/environ`, 'utf8')).split('\0');
+      if (environ.includes(`REPLICA_ID=${replica}`)) pids.push(Number(entry));
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  return pids;
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
