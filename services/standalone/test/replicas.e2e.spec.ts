@@ -171,6 +171,7 @@ describe.skipIf(!nats)('two gateways and two replicas of every service', () => {
     expect(load.videos.size).toBeGreaterThan(0);
     expect(load.chats.size).toBeGreaterThan(0);
     const { ledger } = await books.expectBooksBalance(c, load);
+    console.info(`two replicas, 400 requests: ${JSON.stringify(load.statuses)}; ${ledger.length} ledger entries; ${load.videos.size} videos`);
     // One reservation per video: the key's second request never reserved again.
     for (const id of load.videos) expect(ledger.filter((e) => e.type === 'reservation' && e.reference === id)).toHaveLength(1);
     expect(micros(ledger.find((e) => e.type === 'credit')!.amount)).toBe(3_000_000);
@@ -187,6 +188,7 @@ describe.skipIf(!nats)('two gateways and two replicas of every service', () => {
     expect(Math.min(...seen.map((s) => s.available))).toBeGreaterThanOrEqual(0);
     expect(load.duplicates).toEqual([]);
     const { ledger } = await books.expectBooksBalance(c, load);
+    console.info(`two replicas, 4 SIGKILLs, 400 requests: ${JSON.stringify(load.statuses)}; ${ledger.length} ledger entries; ${load.videos.size} videos`);
     for (const id of load.videos) expect(ledger.filter((e) => e.type === 'reservation' && e.reference === id)).toHaveLength(1);
     // The replicas left serve everything: a new video after the kill completes and is delivered.
     const after = await gateways[B]!.call('POST', '/v1/videos', {
