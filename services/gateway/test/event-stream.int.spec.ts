@@ -201,10 +201,10 @@ describe('the event stream through the gateway', () => {
 
     const unknown = await fetch(`${url}/v1/webhooks/events/stream?events=video.completed,video.deleted`, { headers: { authorization: `Bearer ${acme.key}` } });
     expect(unknown.status).toBe(400);
-    expect((await unknown.json()).error).toMatchObject({ code: 'invalid_events', param: 'events' });
+    expect(((await unknown.json()) as any).error).toMatchObject({ code: 'invalid_events', param: 'events' });
     const malformed = await fetch(`${url}/v1/webhooks/events/stream`, { headers: { authorization: `Bearer ${acme.key}`, 'last-event-id': 'x\u00e9' } });
     expect(malformed.status).toBe(400);
-    expect((await malformed.json()).error).toMatchObject({ code: 'invalid_last_event_id', param: 'Last-Event-ID' });
+    expect(((await malformed.json()) as any).error).toMatchObject({ code: 'invalid_last_event_id', param: 'Last-Event-ID' });
   });
 
   it('resumes after Last-Event-ID: what was missed, page after page, then live, each event once', async () => {
@@ -288,7 +288,7 @@ describe('the event stream through the gateway', () => {
     expect(streams.map((s) => s.res.status)).toEqual([200, 200, 200]);
     const refused = await fetch(`${url}/v1/webhooks/events/stream`, { headers: { authorization: `Bearer ${busy.key}` } });
     expect(refused.status).toBe(429);
-    expect((await refused.json()).error.code).toBe('rate_limit_exceeded');
+    expect(((await refused.json()) as any).error.code).toBe('rate_limit_exceeded');
     const other = await open(globex);
     expect(other.res.status).toBe(200);
     await Promise.all([...streams, other].map((s) => s.cancel()));
@@ -302,7 +302,7 @@ describe('the event stream through the gateway', () => {
     try {
       const down = await fetch(`${url}/v1/webhooks/events/stream`, { headers: { authorization: `Bearer ${globex.key}` } });
       expect(down.status).toBe(503);
-      expect((await down.json()).error.code).toBe('service_unavailable');
+      expect(((await down.json()) as any).error.code).toBe('service_unavailable');
     } finally {
       unregisterReplay = serveReplay();
     }

@@ -19,7 +19,7 @@ export async function openEventStream(baseUrl: string, key: string, options: { l
   const decoder = new TextDecoder();
   let buffer = '';
   let ended = false;
-  let pending: Promise<ReadableStreamReadResult<Uint8Array>> | undefined;
+  let pending: ReturnType<typeof reader.read> | undefined;
 
   async function next(waitMs = 30_000): Promise<SseEvent | undefined> {
     const deadline = Date.now() + waitMs;
