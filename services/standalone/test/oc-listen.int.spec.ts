@@ -95,6 +95,7 @@ async function cuttableProxy(target: number) {
 
 describe('oc webhooks listen, against a running service', () => {
   let app: Standalone;
+  let config: ReturnType<typeof loadStandaloneConfig>;
   let dir: string;
   let env: Io['env'];
   let key: string;
@@ -103,7 +104,7 @@ describe('oc webhooks listen, against a running service', () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'oc-listen-'));
     // Production mode, no WEBHOOK_ALLOW_PRIVATE: no webhook could be delivered to this machine's receivers.
-    const config = loadStandaloneConfig({
+    config = loadStandaloneConfig({
       PORT: '0',
       HOST: '127.0.0.1',
       DATA_DIR: join(dir, 'data'),
@@ -230,6 +231,31 @@ describe('oc webhooks listen, against a running service', () => {
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/^error: --forward-to is required/);
     expect((await oc(env, ['webhooks', 'listen', '--forward-to', 'localhost:3000'])).stderr).toMatch(/^error: --forward-to must be an http:\/\/ or https:\/\/ URL/);
+  });
+
+  it('is told when the service shuts down, which does not wait for it, and reconnects to the service restarted', async () => {
+    const secret = (await oc(env, ['webhooks', 'listen', '--print-secret'])).stdout.trim();
+    const receiver = await verifyingReceiver(secret);
+    const listening = ocRunning(env, ['webhooks', 'listen', '--forward-to', receiver.url]);
+    try {
+      await vi.waitFor(() => expect(listening.out.stderr).toContain('Ready!'), { timeout: 10_000 });
+      await createVideo();
+      await vi.waitFor(() => expect(listening.out.stdout).toContain('video.completed'), { timeout: 20_000 });
+      const lastId = /video\.completed\s+(evt_\w+)/.exec(listening.out.stdout)![1];
+      // A graceful close waits for the requests in flight: the open stream must not hold it up.
+      await app.close();
+      expect(listening.out.stderr).toMatch(/Connection lost \(The gateway is shutting down; reconnect with Last-Event-ID\. \(service_unavailable\)\)/);
+      app = await startStandalone({ config: { ...config, PORT: Number(new URL(app.url).port) } });
+      await vi.waitFor(() => expect(listening.out.stderr).toContain(`Reconnected; resuming after ${lastId}`), { timeout: 20_000 });
+      // The restarted webhook service holds no events from before: the listener is told it may have missed some.
+      await vi.waitFor(() => expect(listening.out.stderr).toMatch(/warning: Event evt_\w+ is no longer held/));
+      const video = await createVideo();
+      await vi.waitFor(() => expect(listening.out.stdout).toMatch(new RegExp(`video\\.completed   evt_\\w+  ${video}  → 204`)), { timeout: 20_000 });
+      await vi.waitFor(() => expect(receiver.accepted).toContain(`video.completed ${video}`));
+    } finally {
+      expect(await listening.stop()).toBe(0);
+      await receiver.close();
+    }
   });
 
   it('as the installed executable, stops on SIGINT with exit code 0', async () => {

@@ -33,6 +33,11 @@ export interface EventStreamOptions {
   maxBufferedBytes?: number;
   /** Streams one organization may have open on one gateway. */
   maxStreamsPerOrganization?: number;
+  /**
+   * Aborted when the gateway's server closes: a stream ends only when its client leaves, so without this a
+   * graceful close would wait for every listener forever.
+   */
+  closing?: AbortSignal;
 }
 
 export const EVENT_STREAM_PATH = '/v1/webhooks/events/stream';
@@ -103,6 +108,7 @@ async function stream(
   const wanted = (envelope: WebhookEnvelope) => !types || types.includes(envelope.type);
   const subscriptions: Subscription[] = [];
   const timers: NodeJS.Timeout[] = [];
+  const cleanups: (() => void)[] = [];
   try {
     // Subscribed before the webhook service is asked anything: an event it broadcasts after answering reaches us.
     subscriptions.push(
@@ -140,6 +146,10 @@ async function stream(
       page = next;
     }
     listener.goLive();
+    const shutDown = () => listener.fail(restarting());
+    if (options.closing?.aborted) shutDown();
+    options.closing?.addEventListener('abort', shutDown, { once: true });
+    cleanups.push(() => options.closing?.removeEventListener('abort', shutDown));
 
     const now = options.now ?? Date.now;
     timers.push(
@@ -155,12 +165,16 @@ async function stream(
     );
     await listener.closed;
   } finally {
+    for (const cleanup of cleanups) cleanup();
     for (const timer of timers) clearInterval(timer);
     await Promise.all(subscriptions.map((s) => s.stop()));
     listener.close();
   }
 }
 
+const restarting = (): ApiErrorBody => ({
+  error: { type: 'service_unavailable_error', code: 'service_unavailable', message: 'The gateway is shutting down; reconnect with Last-Event-ID.' },
+});
 const revoked = (): ApiErrorBody => ({
   error: { type: 'authentication_error', code: 'invalid_api_key', message: 'This API key was revoked.' },
 });
