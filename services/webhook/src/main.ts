@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { configFromEnv, randomIds, systemClock } from '@oc/contracts';
+import { configFromEnv, sortableIds, systemClock } from '@oc/contracts';
 import { JetStreamEventBus } from '@oc/messaging';
 import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
 import { z } from 'zod';
@@ -34,7 +34,7 @@ await runServiceProcess({
       client,
       consumerName: config.WEBHOOK_CONSUMER,
       clock: systemClock,
-      ids: randomIds,
+      ids: sortableIds,
       logger,
       settings: webhookSettings(
         config,
