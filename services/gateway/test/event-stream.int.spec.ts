@@ -6,7 +6,7 @@ import {
   type CreatedApiKey,
   eventStreamSubject,
   ManualClock,
-  randomIds,
+  sortableIds,
   Subjects,
   unwrap,
   type WebhookEnvelope,
@@ -71,7 +71,7 @@ async function customer(name: string, key: Record<string, unknown> = {}): Promis
 }
 
 beforeAll(async () => {
-  const billing = await createBilling({ eventStore: stores.store, readModels: new SqliteReadModelStore({ filename: ':memory:' }), client: services, clock, ids: randomIds, logger });
+  const billing = await createBilling({ eventStore: stores.store, readModels: new SqliteReadModelStore({ filename: ':memory:' }), client: services, clock, ids: sortableIds, logger });
   const billingApp = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });
   await billingApp.listen();
   unregisterReplay = serveReplay();
