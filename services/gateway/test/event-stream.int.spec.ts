@@ -41,8 +41,11 @@ const feed = new EventFeed(services, 50, logger);
 const serveReplay = () =>
   broker.respond(Subjects.webhook.replayEvents, async (data) => {
     const m = WebhookMessages.replayEvents.parse(data);
+    await beforeReplay?.(m.org_id);
     return { ok: true, data: feed.replay({ orgId: m.org_id, after: m.after, types: m.types, limit: 3 }) };
   });
+/** Runs while the webhook service answers a stream's first question, before the stream has begun. */
+let beforeReplay: ((orgId: string) => Promise<void>) | undefined;
 let unregisterReplay: () => void;
 let server: Server;
 let url: string;
@@ -272,6 +275,17 @@ describe('the event stream through the gateway', () => {
     expect(expired?.event).toBe('error');
     expect(JSON.parse(expired!.data!).error).toMatchObject({ code: 'invalid_api_key', message: 'This API key has expired.' });
     expect(await stream.event()).toBeUndefined();
+
+    // Revoked while the stream was being opened: refused like any request, not a stream that begins and ends.
+    const early = await customer('Soylent');
+    beforeReplay = async () => void (await services.request(Subjects.billing.revokeApiKey, { org_id: early.orgId, key_id: early.keyId }));
+    try {
+      const refused = await fetch(`${url}/v1/webhooks/events/stream`, { headers: { authorization: `Bearer ${early.key}` } });
+      expect(refused.status).toBe(401);
+      expect(((await refused.json()) as any).error).toEqual({ type: 'authentication_error', code: 'invalid_api_key', message: 'This API key was revoked.' });
+    } finally {
+      beforeReplay = undefined;
+    }
 
     const revocable = await customer('Umbrella');
     const second = await open(revocable);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import {
-  type ApiErrorBody,
+  ApiError,
   type EventReplay,
   EventStreamQuery,
   type EventStreamReady,
@@ -125,6 +125,8 @@ async function stream(
       services.request<EventReplay>(Subjects.webhook.replayEvents, { org_id: orgId, after: from, types }, { headers: ctx.headers });
     let page = await request(after);
     if (!page.ok) return page;
+    // Refused while the first page was asked for (the key revoked meanwhile): answered like any other request.
+    if (listener.refusal) throw listener.refusal;
 
     listener.start();
     const ready: EventStreamReady = { object: 'webhook_event_stream', organization_id: orgId, events: types ?? [...WEBHOOK_EVENT_TYPES], resumed_after: after ?? null };
@@ -140,7 +142,7 @@ async function stream(
       if (!page.data.has_more || listener.ended) break;
       const next = await request(page.data.events.at(-1)!.id);
       if (!next.ok) {
-        listener.fail({ error: { type: next.error.type, code: next.error.code, message: next.error.message } });
+        listener.fail(new ApiError(next.error));
         break;
       }
       page = next;
@@ -172,15 +174,15 @@ async function stream(
   }
 }
 
-const restarting = (): ApiErrorBody => ({
-  error: { type: 'service_unavailable_error', code: 'service_unavailable', message: 'The gateway is shutting down; reconnect with Last-Event-ID.' },
-});
-const revoked = (): ApiErrorBody => ({
-  error: { type: 'authentication_error', code: 'invalid_api_key', message: 'This API key was revoked.' },
-});
-const expired = (): ApiErrorBody => ({
-  error: { type: 'authentication_error', code: 'invalid_api_key', message: 'This API key has expired.' },
-});
+const restarting = () =>
+  new ApiError({
+    status: 503,
+    type: 'service_unavailable_error',
+    code: 'service_unavailable',
+    message: 'The gateway is shutting down; reconnect with Last-Event-ID.',
+  });
+const revoked = () => new ApiError({ status: 401, type: 'authentication_error', code: 'invalid_api_key', message: 'This API key was revoked.' });
+const expired = () => new ApiError({ status: 401, type: 'authentication_error', code: 'invalid_api_key', message: 'This API key has expired.' });
 
 /**
  * One listener's response. Until the replay is written, live events wait in a bounded queue; afterwards they
@@ -190,6 +192,7 @@ const expired = (): ApiErrorBody => ({
  */
 class Listener {
   ended = false;
+  refusal: ApiError | undefined;
   readonly closed: Promise<void>;
   private started = false;
   private queue: WebhookEnvelope[] | undefined = [];
@@ -245,11 +248,18 @@ class Listener {
     this.replayedIds.clear();
   }
 
-  /** The last event of the stream: an error in the API's shape. Before the stream began, nothing is written. */
-  fail(body: ApiErrorBody): void {
+  /**
+   * The last event of the stream: an error in the API's shape. Before the stream began, it is kept as
+   * `refusal`, for the route to answer as an ordinary error response.
+   */
+  fail(error: ApiError): void {
     if (this.ended) return;
-    if (this.started) this.res.write(`event: error\ndata: ${JSON.stringify(body)}\n\n`);
     this.ended = true;
+    if (!this.started) {
+      this.refusal = error;
+      return;
+    }
+    this.res.write(`event: error\ndata: ${JSON.stringify(error.toBody())}\n\n`);
     this.res.end();
     this.grace = setTimeout(() => this.res.destroy(), CLOSE_GRACE_MS);
     this.grace.unref();
@@ -272,13 +282,13 @@ class Listener {
   }
 }
 
-const tooSlow = (): ApiErrorBody => ({
-  error: {
+const tooSlow = () =>
+  new ApiError({
+    status: 503,
     type: 'api_error',
     code: 'listener_too_slow',
     message: 'The listener did not keep up with its events, so the stream ended; reconnect with Last-Event-ID to be sent what it missed.',
-  },
-});
+  });
 
 /** Each organization's streams open on this gateway. */
 class OpenStreams {
