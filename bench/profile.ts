@@ -1,5 +1,6 @@
 /**
- * `pnpm bench:profile [--path chat|stream|get|health] [--seconds N] [--connections N] [--cpu-prof DIR] [--root DIR]`:
+ * `pnpm bench:profile [--path chat|stream|get|health] [--seconds N] [--connections N] [--cpu-prof DIR] [--root DIR]
+ * [--node-flags "…"]`:
  * one load on our embedded service (C as its chat upstream), to find where its CPU goes. Prints the CPU time
  * per request of our process, thread by thread, of the upstream and of the load generator; with `--cpu-prof`
  * every thread of ours writes a V8 CPU profile to DIR. `--root` runs another checkout's build (a base to
@@ -24,6 +25,8 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '32' },
     tenants: { type: 'string', default: '64' },
     'cpu-prof': { type: 'string' },
+    /** More flags for our process (`--node-flags="--max-semi-space-size=32"`). */
+    'node-flags': { type: 'string', default: '' },
     root: { type: 'string', default: ROOT },
   },
 });
@@ -49,7 +52,7 @@ const processes = new Processes(runDir);
 try {
   const upstream = await startScriptTarget(processes, 'upstream', 'bench/targets/upstream.ts');
   const port = await freePort();
-  const flags = [...START_FLAGS, ...(values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${resolve(values['cpu-prof'])}`] : [])];
+  const flags = [...START_FLAGS, ...values['node-flags'].split(' ').filter(Boolean), ...(values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${resolve(values['cpu-prof'])}`] : [])];
   const ours = processes.node('ours', [...flags, join(resolve(values.root), 'services/standalone/dist/main.js')], {
     LOG_LEVEL: 'warn',
     CHAT_UPSTREAM: 'openai',
@@ -90,10 +93,11 @@ try {
   const perRequest = (seconds: number) => `${Math.round((seconds * 1e6) / requests)} µs`;
   const threads = [...threadCpu(oursPid)].map(([thread, cpu]) => [thread, cpu - (before.threads.get(thread) ?? 0)] as const);
   const load = process.cpuUsage(before.load);
+  const peakMb = Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${oursPid}/status`, 'utf8'))?.[1]) / 1024;
 
   console.log(
     `${values.path}: ${Math.round(result.requests.average)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, ` +
-      `${requests} requests, non-2xx ${result.non2xx}, errors ${result.errors}`,
+      `${requests} requests, non-2xx ${result.non2xx}, errors ${result.errors}; ours at most ${Math.round(peakMb)} MB resident`,
   );
   console.log('CPU per request:');
   console.log(`  ours            ${perRequest(threads.reduce((sum, [, cpu]) => sum + cpu, 0))} (${threads.length} threads)`);
