@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { aloneReplica, type Clock, type IdSource, type Replicas, repeatByClock, VideoNotifications } from '@oc/contracts';
-import { CommandHandler, type EventStore } from '@oc/eventstore';
-import type { DurableEventBus } from '@oc/messaging';
+import { CommandHandler, type EventStore, type StoredEvent, type Subscription } from '@oc/eventstore';
+import type { DurableEventBus, ServiceClient } from '@oc/messaging';
 import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
@@ -9,7 +9,8 @@ import { webhookReadModels } from './projections';
 import { type DestinationRules, type ResolveHost, resolveWithDns } from './adapters/destinations';
 import { HttpWebhookSender } from './adapters/http-sender';
 import { SecretBox } from './adapters/secret-box';
-import { Deliveries, type DeliveryPolicy } from './application/deliveries';
+import { Deliveries, type DeliveryPolicy, webhookEventOf } from './application/deliveries';
+import { EventFeed } from './application/event-feed';
 import { systemTimers, type Timers } from './application/scheduler';
 import { type RegistrationPolicy, WebhookService } from './application/webhooks';
 import { LOGGER, WEBHOOK_SERVICE, WebhookController } from './transport/webhook.controller';
@@ -33,6 +34,8 @@ export interface WebhookSettings {
   allowCidrs?: readonly string[];
   /** Extra CAs to trust (PEM), e.g. a local receiver's. */
   ca?: string[] | undefined;
+  /** Events held for listeners that reconnect with `Last-Event-ID` (`WEBHOOK_STREAM_REPLAY_EVENTS`). */
+  streamReplayEvents: number;
 }
 
 export interface WebhookRuntime {
@@ -42,6 +45,14 @@ export interface WebhookRuntime {
   projector?: ProjectorFactory;
   /** Where video events come from: JetStream over NATS, the shared event store embedded. */
   bus: DurableEventBus;
+  /** Where the live feed of events goes: broadcasts to the gateways' event streams. */
+  client: Pick<ServiceClient, 'broadcast'>;
+  /**
+   * Every video event from now on, in one order, to this process alone (JetStream: an ordered consumer of its
+   * own). Given, the event feed is filled from it, so that every replica holds and broadcasts every event in
+   * the same order; absent (one process), from the durable consumer's handler.
+   */
+  followVideoEvents?: (handler: (event: StoredEvent) => void) => Promise<Subscription>;
   /** Defaults to VIDEO_EVENTS_CONSUMER. */
   consumerName?: string;
   clock: Clock;
@@ -129,6 +140,7 @@ export async function createWebhook(runtime: WebhookRuntime) {
     resolveHost: runtime.resolveHost ?? resolveWithDns,
     rotationGraceSeconds: settings.rotationGraceSeconds,
   };
+  const feed = new EventFeed(runtime.client, settings.streamReplayEvents, logger);
   const service = new WebhookService({
     eventStore: runtime.eventStore,
     commands,
@@ -140,13 +152,26 @@ export async function createWebhook(runtime: WebhookRuntime) {
     ids: runtime.ids,
     policy: registration,
     userAgent,
+    feed,
   });
   const resumed = await deliveries.resume();
   if (resumed > 0) logger.info({ resumed }, 'pending webhook deliveries resumed');
+  /** The durable consumer's handler: idempotent, since the bus redelivers after a crash. */
+  const onVideoEvent = async (event: StoredEvent) => {
+    const webhookEvent = webhookEventOf(event, logger);
+    if (!webhookEvent) return;
+    if (!runtime.followVideoEvents) feed.publish(webhookEvent);
+    await deliveries.deliver(webhookEvent);
+  };
+  // With replicas, the durable consumer hands each event to one of them: the feed follows every event itself.
+  const following = await runtime.followVideoEvents?.((event) => {
+    const webhookEvent = webhookEventOf(event, logger);
+    if (webhookEvent) feed.publish(webhookEvent);
+  });
   const consumer = await runtime.bus.consume(
     runtime.consumerName ?? VIDEO_EVENTS_CONSUMER,
     { service: 'video', types: Object.keys(VideoNotifications) },
-    (event) => deliveries.onVideoEvent(event),
+    onVideoEvent,
   );
   const takeovers = replicas.shared
     ? repeatByClock(
@@ -162,10 +187,13 @@ export async function createWebhook(runtime: WebhookRuntime) {
   return {
     service,
     deliveries,
+    feed,
+    onVideoEvent,
     projections,
     module: WebhookModule.register(service, logger),
     async close() {
       await takeovers?.stop();
+      await following?.stop();
       await consumer.stop();
       await deliveries.stop();
       sender.close();

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { configFromEnv, sortableIds, systemClock } from '@oc/contracts';
+import { configFromEnv, sortableIds, systemClock, VideoNotifications } from '@oc/contracts';
 import { JetStreamEventBus } from '@oc/messaging';
 import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
 import { z } from 'zod';
@@ -26,14 +26,17 @@ await runServiceProcess({
   service: 'webhook',
   version: pkg.version,
   config,
-  create: async ({ eventStore, readModels, nc, logger, replicas }) =>
-    createWebhook({
+  create: async ({ eventStore, readModels, client, nc, logger, replicas }) => {
+    // Turning a video event into deliveries takes milliseconds: an event its replica took to the grave goes
+    // to another replica after 15 s rather than the bus's default minute.
+    const bus = new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX, ackWaitMs: 15_000 });
+    return createWebhook({
       replicas,
       eventStore,
       readModels,
-      // Turning a video event into deliveries takes milliseconds: an event its replica took to the grave
-      // goes to another replica after 15 s rather than the bus's default minute.
-      bus: new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX, ackWaitMs: 15_000 }),
+      bus,
+      followVideoEvents: (handler) => bus.follow({ service: 'video', types: Object.keys(VideoNotifications) }, handler),
+      client,
       consumerName: config.WEBHOOK_CONSUMER,
       clock: systemClock,
       ids: sortableIds,
@@ -44,5 +47,6 @@ await runServiceProcess({
         await resolveSecretKey(join(config.DATA_DIR, 'webhook-secret-key'), config.WEBHOOK_SECRET_KEY),
       ),
       version: pkg.version,
-    }),
+    });
+  },
 });

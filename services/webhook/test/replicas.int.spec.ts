@@ -66,6 +66,7 @@ describe('webhook replicas on one event store', () => {
       eventStore,
       readModels: new SqliteReadModelStore({ filename: join(dir, `read-models-${name}.sqlite`) }),
       bus,
+      client: { broadcast: async () => {} },
       clock,
       ids: { next: (prefix) => `${prefix}${name}_${++seq}` },
       logger: pino({ level: 'silent' }),
