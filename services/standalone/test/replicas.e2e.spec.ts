@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { httpReceiver, type Receiver } from '../../webhook/test/support';
 import { clientFor } from './client';
+import { openEventStream } from './event-stream';
 import { type ReplicatedService, replicated } from './harness';
 import { micros, moneyBooks } from './money';
 import { natsReachable } from './nats';
@@ -140,6 +141,34 @@ describe.skipIf(!nats)('two gateways and two replicas of every service', () => {
     expect(statuses.filter((s) => s === 200)).toHaveLength(20);
     expect(statuses.filter((s) => s === '400 webhook_limit_reached')).toHaveLength(10);
     expect((await gateways[B]!.call('GET', '/v1/webhooks', { token: c.key })).body.data).toHaveLength(20);
+  });
+
+  it('streams each webhook event once through either gateway, and replays what a listener missed from either webhook replica', async () => {
+    const c = await gateways[A]!.newCustomer({ tier: 'enterprise', credit: 5, scopes: ['video:read', 'video:write', 'webhook:read'], key: { rate_limit_per_minute: 10_000 } });
+    const create = (gateway: number, n: number) =>
+      gateways[gateway]!.call('POST', '/v1/videos', { token: c.key, body: { model: 'video-2', prompt: `A lighthouse, take ${n}`, seconds: '4', size: '1280x720' } });
+    /** Reads a stream's events until every video of `ids` has its video.completed; each event id once. */
+    const completedOf = async (stream: Awaited<ReturnType<typeof openEventStream>>, ids: string[]) => {
+      const events: { id: string; type: string; video: string }[] = [];
+      while (!ids.every((id) => events.some((e) => e.type === 'video.completed' && e.video === id))) {
+        const e = await stream.next();
+        if (!e) throw new Error(`stream ended or went quiet with ${JSON.stringify(events)}`);
+        if (e.event === 'ready' || !e.id) continue;
+        events.push({ id: e.id, type: e.event!, video: (JSON.parse(e.data!) as { data: { id: string } }).data.id });
+      }
+      expect(new Set(events.map((e) => e.id)).size).toBe(events.length);
+      return events;
+    };
+    const live = await openEventStream(service.urls[B]!, c.key);
+    const first = await Promise.all([0, 1, 2, 3].map((n) => create(n % 2, n)));
+    const seen = await completedOf(live, first.map((v) => v.body.id));
+    live.close();
+    // Missed while away: two more videos, then the listener comes back through the other gateway.
+    const missed = await Promise.all([4, 5].map((n) => create(n % 2, n)));
+    const resumed = await openEventStream(service.urls[A]!, c.key, { lastEventId: seen.at(-1)!.id });
+    const replayed = await completedOf(resumed, missed.map((v) => v.body.id));
+    resumed.close();
+    expect(replayed.filter((e) => seen.some((s) => s.id === e.id))).toEqual([]);
   });
 
   it.skipIf(!redisUp)('lets exactly 100 of 300 requests through a key limited to 100 a minute, spread over both gateways', async () => {
