@@ -111,6 +111,8 @@ async function stop(code) {
 }
 process.once('SIGINT', () => void stop(0));
 process.once('SIGTERM', () => void stop(0));
+// Started by another process over IPC (the e2e suites): when that one goes away, even killed, so does all this.
+if (process.send) process.once('disconnect', () => void stop(0));
 
 async function ready() {
   for (let attempt = 0; attempt < 600 && !stopping; attempt++) {
