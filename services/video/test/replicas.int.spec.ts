@@ -6,7 +6,7 @@ import { SqliteEventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
 import { SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ClockScheduler } from '../src/adapters/scheduler';
 import { createVideo } from '../src/app';
 import { VideoConfigSchema } from '../src/config';
@@ -17,12 +17,18 @@ class Ledger {
   readonly captures: string[] = [];
   readonly releases: string[] = [];
   private readonly open = new Set<string>();
+  /** Reserve, then never answer: the replica that asked dies before it hears back. */
+  hangingReserves = 0;
 
   async request<T>(subject: string, payload: { reservation_id: string }): Promise<Reply<T>> {
     const id = payload.reservation_id;
     if (subject === Subjects.billing.reserveFunds) {
       if (!this.open.has(id)) this.reserves.push(id);
       this.open.add(id);
+      if (this.hangingReserves > 0) {
+        this.hangingReserves--;
+        return new Promise(() => undefined);
+      }
     } else if (subject === Subjects.billing.captureReservation) {
       if (this.open.delete(id)) this.captures.push(id);
     } else if (subject === Subjects.billing.releaseReservation) {
@@ -156,5 +162,19 @@ describe('video replicas on one event store', () => {
     await b.runDue();
     expect(new Set(billing.captures)).toEqual(new Set([ofA.id, ofB.id]));
     expect(billing.captures).toHaveLength(2);
+  });
+
+  it('releases at once what a create held when the replica making it was killed, instead of after a minute', async () => {
+    const [a, b] = [await replica('video-a'), await replica('video-b')];
+    billing.hangingReserves = 1;
+    void a.service.create(request).catch(() => undefined);
+    await vi.waitFor(() => expect(billing.reserves).toHaveLength(1), { timeout: 5_000, interval: 5 });
+    const [id] = billing.reserves;
+    await a.kill();
+    expect(await b.jobs.takeOverFromGoneReplicas()).toBe(1);
+    await b.runDue();
+    expect(billing.releases).toEqual([id]);
+    // Neither visible nor charged; the replica cut off, were it still alive, could not accept it now.
+    await expect(b.service.get({ org_id: 'org_1', video_id: id! })).rejects.toMatchObject({ detail: { kind: 'NotFound' } });
   });
 });

@@ -164,8 +164,13 @@ export class VideoJobs {
     await this.apply(state.videoId, { type: 'RecordSettlement', outcome: due === 'capture' && !expired ? 'charged' : 'refunded' });
   }
 
+  /**
+   * A create still unfinished a minute after it began has died. Sooner when its job was taken over: the replica
+   * that created it is gone, and the decider refuses its acceptance now, so the create can never finish.
+   */
   private async rejectIfAbandoned(state: ActiveVideo, now: number): Promise<void> {
-    if (now < state.queuedAt + ABANDONED_CREATE_MS) return this.track(state.videoId, state.queuedAt + ABANDONED_CREATE_MS);
+    const creatorGone = state.creator !== null && state.owner !== state.creator;
+    if (!creatorGone && now < state.queuedAt + ABANDONED_CREATE_MS) return this.track(state.videoId, state.queuedAt + ABANDONED_CREATE_MS);
     await this.apply(state.videoId, { type: 'RejectVideo', reason: 'abandoned' });
     this.track(state.videoId);
   }

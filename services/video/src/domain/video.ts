@@ -79,6 +79,8 @@ export interface ActiveVideo {
   deleted: boolean;
   /** The replica that runs the job; null for a video created before replicas, until one takes it over. */
   owner: string | null;
+  /** The replica that created it (null before replicas): once another owns it, the creator is gone. */
+  creator: string | null;
 }
 
 export type VideoState = { status: 'absent' } | ActiveVideo;
@@ -258,6 +260,7 @@ function evolve(state: VideoState, event: VideoJobEvent): VideoState {
       settled: false,
       deleted: false,
       owner: d.replica ?? null,
+      creator: d.replica ?? null,
     };
   }
   if (state.status === 'absent') return state;

@@ -60,6 +60,8 @@ function fromDoc(doc: VideoDoc): ActiveVideo {
     settled: doc.settled,
     deleted: doc.deleted,
     owner: doc.owner ?? null,
+    // Not kept in the document: nothing the document shows depends on it.
+    creator: null,
   };
 }
 
