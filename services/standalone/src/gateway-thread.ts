@@ -1,9 +1,10 @@
+import { gatewayThreadTelemetry } from './telemetry';
 import 'reflect-metadata';
 import type { AddressInfo } from 'node:net';
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { clockFromShared, type ShareableClock } from '@oc/contracts';
 import { createGateway, RateLimits } from '@oc/gateway';
-import { ThreadServiceClient } from '@oc/messaging';
+import { ThreadServiceClient, traceServiceClient } from '@oc/messaging';
 import { createLogger } from '@oc/telemetry';
 import type { StandaloneConfig } from './config';
 
@@ -25,10 +26,13 @@ export type GatewayThreadEvent = { kind: 'listening'; port: number } | { kind: '
  * the services rather than between them on one event loop, so the process uses a second core. It reaches the
  * services through a port, as the distributed gateway reaches them through NATS.
  */
+const telemetry = gatewayThreadTelemetry();
+
 async function run(data: GatewayThreadData) {
   const { config } = data;
   const logger = createLogger({ service: 'gateway', level: config.LOG_LEVEL });
-  const services = new ThreadServiceClient(data.port);
+  const thread = new ThreadServiceClient(data.port);
+  const services = telemetry.enabled ? traceServiceClient(thread, { system: 'thread' }) : thread;
   const redis = config.REDIS_URL
     ? new (await import('ioredis')).Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
     : undefined;
@@ -53,6 +57,7 @@ async function run(data: GatewayThreadData) {
     await gateway.close();
     await services.close();
     redis?.disconnect();
+    await telemetry.shutdown();
     tell({ kind: 'closed' });
     parentPort!.close();
   });
