@@ -152,3 +152,16 @@ export function setHttpRoute(route: string): void {
   const metadata = context.active().getValue(RPC_METADATA) as { type?: string; route?: string } | undefined;
   if (metadata?.type === 'http') metadata.route = route;
 }
+
+/**
+ * A span that is not made active, for work whose end is not a promise's (an upstream's stream of chunks); the
+ * caller ends it. `undefined` with telemetry off.
+ */
+export function startSpan(name: string, options: SpanOptions): Span | undefined {
+  if (!telemetryEnabled()) return undefined;
+  return tracer().startSpan(
+    name,
+    { kind: KINDS[options.kind ?? 'internal'], attributes: options.attributes, links: options.links && linksOf(options.links) },
+    contextOf(options.parent),
+  );
+}

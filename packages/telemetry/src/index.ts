@@ -10,6 +10,7 @@ export {
   inSpan,
   markSpanError,
   setHttpRoute,
+  startSpan,
   withExtractedContext,
   withSpan,
   withTraceHeaders,
