@@ -1,17 +1,77 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Subjects } from '@oc/contracts';
 import { SqliteEventStore, type StoredEvent } from '@oc/eventstore';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { httpReceiver, type Receiver } from '../../webhook/test/support';
 import { clientFor } from './client';
-import { distributed, type RunningService } from './harness';
+import { distributed, type RunningService, standaloneProcess } from './harness';
 import { natsReachable } from './nats';
 import { otlpReceiver, type ReceivedSpan } from './otlp';
 
 const SERVER = 2;
 const CLIENT = 3;
 
-describe.skipIf(!(await natsReachable()))('one trace from POST /v1/videos to the webhook delivery (distributed over NATS)', () => {
+interface Mode {
+  start(env: Record<string, string>): Promise<RunningService>;
+  /** The processes' `service.name`s. */
+  gateway: string;
+  video: string;
+  billing: string;
+  webhook: string;
+  /** A subject as its spans name it. */
+  subject(service: RunningService, plain: string): string;
+  /** How a video event reaches the webhook service: a JetStream message, or the shared log read in process. */
+  eventHop: (service: RunningService, type: string) => Array<[string, string]>;
+  eventsFile(service: RunningService): string;
+  /** Projection batches run in the standalone's projection thread, which is not traced. */
+  projectionLag: boolean;
+}
+
+const MODES: Array<[string, Mode]> = [
+  ...((await natsReachable())
+    ? [
+        [
+          'distributed over NATS',
+          {
+            start: (env) => distributed(env, { sharedEventStore: true }),
+            gateway: 'oc-gateway',
+            video: 'oc-video',
+            billing: 'oc-billing',
+            webhook: 'oc-webhook',
+            subject: (service, plain) => `${service.natsPrefix!}.${plain}`,
+            eventHop: (service, type) => [
+              ['oc-video', `publish ${service.natsPrefix!}.events.video.${type}`],
+              ['oc-webhook', `process ${service.natsPrefix!}.events.video.${type}`],
+            ],
+            eventsFile: (service) => join(service.dataDir!, 'events.sqlite'),
+            projectionLag: true,
+          },
+        ] as [string, Mode],
+      ]
+    : []),
+  [
+    'one process (pnpm start)',
+    {
+      start: async (env) => {
+        const dataDir = await mkdtemp(join(tmpdir(), 'oc-traced-'));
+        const service = await standaloneProcess({ ...env, DATA_DIR: dataDir });
+        return { ...service, dataDir, stop: async () => (await service.stop(), await rm(dataDir, { recursive: true, force: true })) };
+      },
+      gateway: 'oc-standalone',
+      video: 'oc-standalone',
+      billing: 'oc-standalone',
+      webhook: 'oc-standalone',
+      subject: (_service, plain) => plain,
+      eventHop: (_service, type) => [['oc-standalone', `process video.${type}`]],
+      eventsFile: (service) => join(service.dataDir!, 'events.sqlite'),
+      projectionLag: false,
+    },
+  ],
+];
+
+describe.each(MODES)('one trace from POST /v1/videos to the webhook delivery (%s)', (_name, mode) => {
   let otlp: Awaited<ReturnType<typeof otlpReceiver>>;
   let service: RunningService;
   let receiver: Receiver;
@@ -20,8 +80,7 @@ describe.skipIf(!(await natsReachable()))('one trace from POST /v1/videos to the
   beforeAll(async () => {
     otlp = await otlpReceiver();
     receiver = await httpReceiver();
-    service = await distributed(
-      {
+    service = await mode.start({
         OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
         OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
         OTEL_BSP_SCHEDULE_DELAY: '100',
@@ -31,9 +90,7 @@ describe.skipIf(!(await natsReachable()))('one trace from POST /v1/videos to the
         SIM_VIDEO_PRERENDER: '0',
         WEBHOOK_MODE: 'development',
         WEBHOOK_ALLOW_PRIVATE: '1',
-      },
-      { sharedEventStore: true },
-    );
+    });
     api = clientFor(service);
   });
   afterAll(async () => {
@@ -66,7 +123,7 @@ describe.skipIf(!(await natsReachable()))('one trace from POST /v1/videos to the
 
     const http = await vi.waitFor(
       () => {
-        const found = otlp.spans.find((s) => s.service === 'oc-gateway' && s.kind === SERVER && s.name === 'POST /v1/videos');
+        const found = otlp.spans.find((s) => s.service === mode.gateway && s.kind === SERVER && s.name === 'POST /v1/videos');
         expect(found).toBeDefined();
         return found!;
       },
@@ -74,7 +131,7 @@ describe.skipIf(!(await natsReachable()))('one trace from POST /v1/videos to the
     );
     const attempt = await vi.waitFor(
       () => {
-        const found = otlp.spans.find((s) => s.service === 'oc-webhook' && s.kind === CLIENT && s.name === 'POST' && s.traceId === http.traceId);
+        const found = otlp.spans.find((s) => s.service === mode.webhook && s.kind === CLIENT && s.name === 'POST' && s.traceId === http.traceId);
         expect(found).toBeDefined();
         return found!;
       },
@@ -91,23 +148,22 @@ describe.skipIf(!(await natsReachable()))('one trace from POST /v1/videos to the
       for (let at: ReceivedSpan | undefined = span; at; at = at.parentSpanId ? byId.get(at.parentSpanId) : undefined) if (at === http) return true;
       return false;
     };
-    const subject = (plain: string) => `${service.natsPrefix!}.${plain}`;
+    const subject = (plain: string) => mode.subject(service, plain);
     const expected: Array<[string, string]> = [
-      ['oc-gateway', `send ${subject(Subjects.video.create)}`],
-      ['oc-video', `process ${subject(Subjects.video.create)}`],
-      ['oc-video', 'append video'],
-      ['oc-video', `send ${subject(Subjects.billing.reserveFunds)}`],
-      ['oc-billing', `process ${subject(Subjects.billing.reserveFunds)}`],
-      ['oc-billing', 'append account'],
-      ['oc-video', 'video job step'],
-      ['oc-video', 'generate_content video-2'],
-      ['oc-video', `send ${subject(Subjects.billing.captureReservation)}`],
-      ['oc-billing', `process ${subject(Subjects.billing.captureReservation)}`],
-      ['oc-video', `publish ${subject('events.video.VideoCompleted')}`],
-      ['oc-webhook', `process ${subject('events.video.VideoCompleted')}`],
-      ['oc-webhook', 'append delivery'],
-      ['oc-webhook', 'webhook delivery'],
-      ['oc-webhook', 'POST'],
+      [mode.gateway, `send ${subject(Subjects.video.create)}`],
+      [mode.video, `process ${subject(Subjects.video.create)}`],
+      [mode.video, 'append video'],
+      [mode.video, `send ${subject(Subjects.billing.reserveFunds)}`],
+      [mode.billing, `process ${subject(Subjects.billing.reserveFunds)}`],
+      [mode.billing, 'append account'],
+      [mode.video, 'video job step'],
+      [mode.video, 'generate_content video-2'],
+      [mode.video, `send ${subject(Subjects.billing.captureReservation)}`],
+      [mode.billing, `process ${subject(Subjects.billing.captureReservation)}`],
+      ...mode.eventHop(service, 'VideoCompleted'),
+      [mode.webhook, 'append delivery'],
+      [mode.webhook, 'webhook delivery'],
+      [mode.webhook, 'POST'],
     ];
     for (const [process, name] of expected) {
       const span = spans.find((s) => s.service === process && s.name === name);
@@ -121,7 +177,7 @@ describe.skipIf(!(await natsReachable()))('one trace from POST /v1/videos to the
     });
 
     // The events themselves carry the chain: the request's trace id as correlation id, and their traceparent.
-    const store = new SqliteEventStore({ filename: join(service.dataDir!, 'events.sqlite'), readOnly: true });
+    const store = new SqliteEventStore({ filename: mode.eventsFile(service), readOnly: true });
     try {
       const video = await store.readStream(`video-${videoId}`);
       const requested = video[0]!;
@@ -143,13 +199,13 @@ describe.skipIf(!(await natsReachable()))('one trace from POST /v1/videos to the
       otlp.points.some((p) => p.service === service && p.metric === metric && Object.entries(attributes).every(([k, v]) => p.attributes[k] === v));
     await vi.waitFor(
       () => {
-        expect(has('oc-gateway', 'http.server.request.duration', { 'http.route': '/v1/videos', 'http.response.status_code': 200 })).toBe(true);
-        expect(has('oc-video', 'oc.video.jobs', { 'oc.video.state': 'completed' })).toBe(true);
-        expect(has('oc-video', 'oc.video.job.duration', { 'oc.video.state': 'completed' })).toBe(true);
-        expect(has('oc-webhook', 'oc.webhook.delivery.attempts', { 'oc.webhook.outcome': 'success' })).toBe(true);
-        expect(has('oc-webhook', 'oc.webhook.delivery.duration')).toBe(true);
-        expect(has('oc-billing', 'oc.billing.reservations', { 'oc.billing.operation': 'capture', 'oc.billing.outcome': 'done' })).toBe(true);
-        expect(has('oc-billing', 'oc.projection.lag', { 'oc.service': 'billing' })).toBe(true);
+        expect(has(mode.gateway, 'http.server.request.duration', { 'http.route': '/v1/videos', 'http.response.status_code': 200 })).toBe(true);
+        expect(has(mode.video, 'oc.video.jobs', { 'oc.video.state': 'completed' })).toBe(true);
+        expect(has(mode.video, 'oc.video.job.duration', { 'oc.video.state': 'completed' })).toBe(true);
+        expect(has(mode.webhook, 'oc.webhook.delivery.attempts', { 'oc.webhook.outcome': 'success' })).toBe(true);
+        expect(has(mode.webhook, 'oc.webhook.delivery.duration')).toBe(true);
+        expect(has(mode.billing, 'oc.billing.reservations', { 'oc.billing.operation': 'capture', 'oc.billing.outcome': 'done' })).toBe(true);
+        if (mode.projectionLag) expect(has(mode.billing, 'oc.projection.lag', { 'oc.service': 'billing' })).toBe(true);
       },
       { timeout: 15_000, interval: 250 },
     );
