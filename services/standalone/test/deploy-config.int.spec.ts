@@ -230,7 +230,9 @@ describe('docker-compose.yml', () => {
   it('health-checks every container, and starts each once what it depends on is healthy', () => {
     for (const [name, service] of Object.entries(services)) {
       if (!isJob(service)) expect(healthTest(service), `${name} has a healthcheck`).not.toBe('');
-      const needs = Array.isArray(service.depends_on) ? Object.fromEntries(service.depends_on.map((n) => [n, {}])) : (service.depends_on ?? {});
+      const needs: Record<string, { condition?: string }> = Array.isArray(service.depends_on)
+        ? Object.fromEntries(service.depends_on.map((n) => [n, {}]))
+        : (service.depends_on ?? {});
       for (const [dependency, { condition }] of Object.entries(needs)) {
         expect(services[dependency], `${name} depends on ${dependency}`).toBeDefined();
         expect(condition, `${name} → ${dependency}`).toBe(isJob(services[dependency]!) ? 'service_completed_successfully' : 'service_healthy');
