@@ -21,11 +21,12 @@ await runServiceProcess({
   version: pkg.version,
   config,
   telemetry,
-  create: async ({ eventStore, readModels, nc, logger }) =>
+  create: async ({ eventStore, readModels, client, nc, logger }) =>
     createWebhook({
       eventStore,
       readModels,
       bus: new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX }),
+      client,
       consumerName: config.WEBHOOK_CONSUMER,
       clock: systemClock,
       ids: sortableIds,
