@@ -5,7 +5,7 @@ import { NestFactory } from '@nestjs/core';
 import { Ctx, MessagePattern, NatsContext, Payload, type CustomTransportStrategy } from '@nestjs/microservices';
 import { fail, natsNames, ok, ownsStream, serviceUnavailable } from '@oc/contracts';
 import { SqliteCheckpointStore, SqliteEventStore, CommandHandler, type StoredEvent } from '@oc/eventstore';
-import { activeTrace, inSpan } from '@oc/telemetry';
+import { activeTrace, createLogger, inSpan } from '@oc/telemetry';
 import { registerTestTracing } from '@oc/telemetry/testing';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
@@ -26,11 +26,16 @@ import { NATS_URL, natsAvailable, uniqueSuffix } from './nats';
 
 const natsUp = await natsAvailable();
 
+/** What the handlers log, as pino writes it. */
+const logged: string[] = [];
+const logger = createLogger({ service: 'traced' }, { write: (line: string) => void logged.push(line) });
+
 function tracedService(subjectPrefix: string) {
   @Controller()
   class Traced {
     @MessagePattern(`${subjectPrefix}.work`)
     async work(@Payload() payload: { fail?: boolean }, @Ctx() ctx: NatsContext) {
+      logger.info('working');
       // Work inside the handler belongs to the handler's span.
       const inner = await inSpan('inner', {}, async () => activeTrace()?.spanId);
       return payload.fail ? fail(serviceUnavailable()) : ok({ traceparent: headersOf(ctx).traceparent ?? null, inner });
@@ -103,6 +108,8 @@ describe.each(modes)('request tracing (%s)', (_name, make) => {
     expect(inner!.parentSpanContext?.spanId).toBe(process!.spanContext().spanId);
     expect(reply).toEqual(ok({ traceparent: `00-${send!.spanContext().traceId}-${send!.spanContext().spanId}-01`, inner: inner!.spanContext().spanId }));
     expect(send!.attributes).toMatchObject({ 'messaging.system': transport.system, 'messaging.operation.type': 'send' });
+    // The handler's log line names its trace and span.
+    expect(JSON.parse(logged.at(-1)!)).toMatchObject({ msg: 'working', trace_id: http!.spanContext().traceId, span_id: process!.spanContext().spanId });
     expect(process!.attributes).toMatchObject({ 'messaging.destination.name': transport.subject(`${prefix}.work`), 'messaging.operation.type': 'process' });
   });
 

@@ -1,4 +1,4 @@
-import { gatewayThreadTelemetry } from './telemetry';
+import { telemetry } from './gateway-telemetry';
 import 'reflect-metadata';
 import type { AddressInfo } from 'node:net';
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
@@ -26,8 +26,6 @@ export type GatewayThreadEvent = { kind: 'listening'; port: number } | { kind: '
  * the services rather than between them on one event loop, so the process uses a second core. It reaches the
  * services through a port, as the distributed gateway reaches them through NATS.
  */
-const telemetry = gatewayThreadTelemetry();
-
 async function run(data: GatewayThreadData) {
   const { config } = data;
   const logger = createLogger({ service: 'gateway', level: config.LOG_LEVEL });
