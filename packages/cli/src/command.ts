@@ -48,6 +48,8 @@ export const OPTIONS = {
   session: { type: 'string' },
   'max-tokens': { type: 'string' },
   days: { type: 'string' },
+  email: { type: 'string' },
+  password: { type: 'string' },
 } as const;
 
 export const parse = (args: string[]) => parseArgs({ args, options: OPTIONS, allowPositionals: true, strict: true });
