@@ -11,14 +11,37 @@ interface SessionState {
 
 const SessionContext = createContext<SessionState | undefined>(undefined);
 
+/**
+ * Whether this browser signed in before (not a secret: the session itself is in an HttpOnly cookie). A first
+ * visit then shows the sign-in form without asking the API, which would answer 401.
+ */
+const SIGNED_IN = 'oc-console-signed-in';
+const remembered = () => {
+  try {
+    return localStorage.getItem(SIGNED_IN) === '1';
+  } catch {
+    return true;
+  }
+};
+const markSignedIn = (yes: boolean) => {
+  try {
+    if (yes) localStorage.setItem(SIGNED_IN, '1');
+    else localStorage.removeItem(SIGNED_IN);
+  } catch {
+    // Storage refused (private mode): the console asks the API each time instead.
+  }
+};
+
 export function SessionProvider({ children }: { children: ReactNode }) {
   const [session, setSession] = useState<ConsoleSession | null | undefined>(undefined);
   const remember = useCallback((s: ConsoleSession | null) => {
     setCsrfToken(s?.csrf_token ?? '');
+    markSignedIn(s !== null);
     setSession(s);
   }, []);
   useEffect(() => {
     whenSignedOut(() => remember(null));
+    if (!remembered()) return remember(null);
     // No session (401), or none that can be read: either way, the sign-in form.
     api<ConsoleSession>('GET', '/session').then(remember, () => remember(null));
   }, [remember]);

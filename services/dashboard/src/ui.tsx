@@ -127,7 +127,7 @@ export function SecretOnce({ label, value, note }: { label: string; value: strin
     setCopied(true);
   };
   return (
-    <div className="secret" role="region" aria-label={label}>
+    <div className="secret" role="region" aria-label={`${label}, shown once`}>
       <label htmlFor={id}>{label}</label>
       <div className="row">
         <input id={id} readOnly value={value} onFocus={(e) => e.currentTarget.select()} className="mono" />
