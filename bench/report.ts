@@ -3,7 +3,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HistoryResults } from './history';
 import type { HttpLoadResult, StreamLoadResult } from './jobs';
-import type { Plan, Summary } from './measure';
+import { FULL, type Plan, type Summary } from './measure';
 import { ROOT } from './processes';
 import { LONG_STREAM_TOKENS, NAMES, type VideoFigures } from './sections';
 import { TOKENS_PER_CHUNK } from './targets/upstream-shape';
@@ -20,7 +20,12 @@ export interface Results {
   /** VmRSS two seconds after ready, MB. */
   restingMb: Record<string, number>;
   chat?: Record<string, Summary<HttpLoadResult>>;
-  stream?: { ttfb: Record<string, Summary<StreamLoadResult>>; chunks: Record<string, Summary<StreamLoadResult>> };
+  stream?: {
+    ttfb: Record<string, Summary<StreamLoadResult>>;
+    /** One stream at a time (absent from runs before it was measured). */
+    ttfbAlone?: Record<string, Summary<StreamLoadResult>>;
+    chunks: Record<string, Summary<StreamLoadResult>>;
+  };
   get?: Record<string, Summary<HttpLoadResult>>;
   video?: Record<string, VideoFigures>;
   history?: HistoryResults;
@@ -64,11 +69,13 @@ function ratio(label: string, rows: Rows, a: string, b: string, figure: 'rps' | 
 
 function streamRatios(stream: Results['stream'], d: string): string[][] {
   const rows: string[][] = [];
-  const [ours, direct] = [stream?.ttfb[d], stream?.ttfb[NAMES.upstream]];
-  if (ours && direct) {
-    const added = `+${ms(ours.ttfbP50 - direct.ttfbP50)} / +${ms(ours.ttfbP99 - direct.ttfbP99)} ms`;
-    rows.push([`streaming: time to first byte added by ${d}, p50 / p99`, added + mark(ours) + mark(direct)]);
-  }
+  const added = (rows: Record<string, Summary<StreamLoadResult>> | undefined, when: string) => {
+    const [ours, direct] = [rows?.[d], rows?.[NAMES.upstream]];
+    if (!ours || !direct) return [];
+    const value = `+${ms(ours.ttfbP50 - direct.ttfbP50)} / +${ms(ours.ttfbP99 - direct.ttfbP99)} ms`;
+    return [[`streaming: time to first byte added by ${d}, ${when}, p50 / p99`, value + mark(ours) + mark(direct)]];
+  };
+  rows.push(...added(stream?.ttfbAlone, 'one stream at a time'), ...added(stream?.ttfb, `${FULL.connections} at once`));
   const [oursLong, directLong] = [stream?.chunks[d], stream?.chunks[NAMES.upstream]];
   if (oursLong && directLong) {
     const value = times(oursLong.chunksPerSecond / directLong.chunksPerSecond) + mark(oursLong) + mark(directLong);
@@ -109,10 +116,12 @@ function loadTable(rows: Rows): string {
 }
 
 function streamTables(stream: NonNullable<Results['stream']>): string {
-  const ttfb = table(
-    ['target', 'TTFB p50 ms', 'TTFB p99 ms', 'streams/s', 'whole stream p50 ms'],
-    Object.entries(stream.ttfb).map(([name, row]) => [name + mark(row), ms(row.ttfbP50), ms(row.ttfbP99), rate(row.rps), ms(row.p50)]),
-  );
+  const ttfbTable = (rows: Record<string, Summary<StreamLoadResult>>) =>
+    table(
+      ['target', 'TTFB p50 ms', 'TTFB p99 ms', 'streams/s', 'whole stream p50 ms'],
+      Object.entries(rows).map(([name, row]) => [name + mark(row), ms(row.ttfbP50), ms(row.ttfbP99), rate(row.rps), ms(row.p50)]),
+    );
+  const ttfb = `${ttfbTable(stream.ttfb)}${stream.ttfbAlone ? `\n\nOne stream at a time:\n\n${ttfbTable(stream.ttfbAlone)}` : ''}`;
   const chunks = table(
     ['target', 'chunks/s', 'streams/s', 'TTFB p50 ms', 'whole stream p50 ms'],
     Object.entries(stream.chunks).map(([name, row]) => [name + mark(row), count(row.chunksPerSecond), rate(row.rps), ms(row.ttfbP50), ms(row.p50)]),

@@ -87,8 +87,15 @@ export function chatSection(b: Bench) {
 export async function streamSection(b: Bench) {
   const stream = { ...CHAT, stream: true, stream_options: { include_usage: true } };
   const long = { ...stream, max_tokens: LONG_STREAM_TOKENS };
+  const contenders = chatContenders(b, b.deployments, 'stream', stream, [toUpstream(b)]);
   return {
-    ttfb: await compare<StreamLoadResult>(b, 'stream', chatContenders(b, b.deployments, 'stream', stream, [toUpstream(b)])),
+    ttfb: await compare<StreamLoadResult>(b, 'stream', contenders),
+    // What our path adds to the first byte, without requests queueing behind each other for the CPU.
+    ttfbAlone: await compare<StreamLoadResult>(
+      b,
+      'stream, one at a time',
+      contenders.map((c) => ({ ...c, job: { ...c.job, connections: 1 } })),
+    ),
     chunks: await compare<StreamLoadResult>(b, 'long stream', chatContenders(b, b.deployments, 'stream', long, [toUpstream(b)])),
   };
 }

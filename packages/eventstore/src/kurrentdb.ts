@@ -16,6 +16,7 @@ import {
   type ReadPosition,
   type ResolvedEvent,
 } from '@kurrent/kurrentdb-client';
+import { uuidV7 } from '@oc/contracts';
 import {
   WrongExpectedRevisionError,
   type BatchHandler,
@@ -77,7 +78,7 @@ export class KurrentEventStore implements EventStore {
       const result = await this.client.appendToStream(
         streamName,
         events.map((e) =>
-          jsonEvent({ id: e.id, type: e.type, data: (e.data ?? null) as JSONType, metadata: e.metadata ?? {} }),
+          jsonEvent({ id: e.id ?? uuidV7(), type: e.type, data: (e.data ?? null) as JSONType, metadata: e.metadata ?? {} }),
         ),
         // Always explicit: the client's default is ANY, which would switch optimistic concurrency off.
         { streamState: streamState(options.expectedRevision) },

@@ -1,7 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import type { MessagePort } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
-import { systemClock, type Clock } from '@oc/contracts';
+import { systemClock, type Clock, uuidV7 } from '@oc/contracts';
 import {
   WrongExpectedRevisionError,
   type BatchHandler,
@@ -154,7 +153,8 @@ export class SqliteEventStore implements EventStore {
 
   constructor(options: SqliteEventStoreOptions) {
     this.clock = options.clock ?? systemClock;
-    this.newId = options.newId ?? randomUUID;
+    // Time-ordered: read models keyed by an event's id (ledger lines) then grow at the end of their index.
+    this.newId = options.newId ?? (() => uuidV7());
     this.pollIntervalMs = options.pollIntervalMs ?? 200;
     const busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
     this.db = openDatabase(options.filename, busyTimeoutMs);

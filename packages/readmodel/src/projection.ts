@@ -57,6 +57,8 @@ interface Entry {
   /** Position of the last event applied to the document: as stored, then as written in this batch. */
   position: number;
   dirty: boolean;
+  /** The store held the document when the batch began (a document `create`d here did not). */
+  stored: boolean;
 }
 
 /**
@@ -104,7 +106,7 @@ class Batch implements ProjectionContext {
       create: async (document) => {
         const key = `${name}\0${document._id}`;
         if (this.#entries.has(key)) return this.#write(name, document._id, JSON.stringify(document));
-        this.#entries.set(key, { json: JSON.stringify(document), position: this.position, dirty: true });
+        this.#entries.set(key, { json: JSON.stringify(document), position: this.position, dirty: true, stored: false });
       },
       delete: (id) => this.#write(name, id, null),
     };
@@ -113,7 +115,8 @@ class Batch implements ProjectionContext {
   writes(): DocumentWrite[] {
     const writes: DocumentWrite[] = [];
     for (const [key, entry] of this.#entries) {
-      if (!entry.dirty) continue;
+      // Made and deleted within the batch (an open reservation settled at once): nothing to write.
+      if (!entry.dirty || (entry.json === null && !entry.stored)) continue;
       const split = key.indexOf('\0');
       writes.push({ collection: key.slice(0, split), id: key.slice(split + 1), position: entry.position, json: entry.json });
     }
@@ -138,7 +141,7 @@ class Batch implements ProjectionContext {
     let entry = this.#entries.get(key);
     if (!entry) {
       const stored = this.committed.get(key) ?? (await this.readModels.loadDocument(collection, id));
-      entry = { json: stored?.json ?? null, position: stored?.position ?? -1, dirty: false };
+      entry = { json: stored?.json ?? null, position: stored?.position ?? -1, dirty: false, stored: (stored?.json ?? null) !== null };
       this.#entries.set(key, entry);
     }
     return entry;

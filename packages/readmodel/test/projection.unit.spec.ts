@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SqliteEventStore } from '@oc/eventstore';
-import type { Document } from '../src/port';
+import type { Document, ProjectionCommit } from '../src/port';
 import { SqliteReadModelStore } from '../src/sqlite';
 import { documentProjection, ProjectionRunner, type Projection, readYourWrites } from '../src/projection';
 
@@ -114,6 +114,33 @@ describe('ProjectionRunner', () => {
 
     await runner.waitFor(await append('CartClosed', { cartId: 'c1' }));
     expect(await cart()).toBeNull();
+  });
+
+  it('writes nothing for a document made and deleted within one batch, and deletes one stored before', async () => {
+    const readModels = new SqliteReadModelStore({ filename: ':memory:' });
+    const commits: ProjectionCommit[] = [];
+    const commit = readModels.commit.bind(readModels);
+    readModels.commit = (c) => (commits.push(c), commit(c));
+    const { runner, eventStore, append } = given([carts], { readModels });
+    await runner.start();
+
+    await runner.waitFor(await append('CartOpened', { cartId: 'kept' }));
+    const both = await eventStore.appendToStream(
+      'stream-2',
+      [
+        { type: 'CartOpened', data: { cartId: 'brief' } },
+        { type: 'CartClosed', data: { cartId: 'brief' } },
+      ],
+      { expectedRevision: 'any' },
+    );
+    await runner.waitFor(both.position);
+    await runner.waitFor(await append('CartClosed', { cartId: 'kept' }));
+
+    const written = commits.flatMap((c) => c.writes.map((w) => `${w.id}:${w.json === null ? 'delete' : 'put'}`));
+    expect(written.filter((w) => w.startsWith('brief'))).toEqual([]);
+    expect(written.filter((w) => w.startsWith('kept'))).toEqual(['kept:put', 'kept:delete']);
+    expect(await readModels.collection('carts').findOne({ _id: 'brief' })).toBeNull();
+    expect(await readModels.collection('carts').findOne({ _id: 'kept' })).toBeNull();
   });
 
   it('resolves waitFor only once the event is projected', async () => {

@@ -1,4 +1,4 @@
-import { configFromEnv, randomIds, systemClock } from '@oc/contracts';
+import { configFromEnv, sortableIds, systemClock } from '@oc/contracts';
 import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
 import pkg from '../package.json' with { type: 'json' };
 import { createBilling } from './app';
@@ -11,5 +11,5 @@ await runServiceProcess({
   version: pkg.version,
   config,
   create: ({ eventStore, readModels, client, logger }) =>
-    createBilling({ eventStore, readModels, client, clock: systemClock, ids: randomIds, logger }),
+    createBilling({ eventStore, readModels, client, clock: systemClock, ids: sortableIds, logger }),
 });

@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { ManualClock, randomIds, Subjects, type Reply } from '@oc/contracts';
+import { ManualClock, sortableIds, Subjects, type Reply } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
 import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient, type ServiceClient } from '@oc/messaging';
 import { SqliteReadModelStore } from '@oc/readmodel';
@@ -20,7 +20,7 @@ async function startBilling() {
     readModels: new SqliteReadModelStore({ filename: ':memory:' }),
     client,
     clock,
-    ids: randomIds,
+    ids: sortableIds,
     logger: createLogger({ service: 'billing-test', level: 'silent' }),
   });
   const app = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });

@@ -1,4 +1,4 @@
-import { ApiError, type ChatMessage, ManualClock, randomIds, type StreamFrame } from '@oc/contracts';
+import { ApiError, type ChatMessage, ManualClock, sortableIds, type StreamFrame } from '@oc/contracts';
 import { CommandHandler, openSqliteStores } from '@oc/eventstore';
 import { ProjectionRunner, readYourWrites, SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
@@ -73,7 +73,7 @@ describe('chat service', () => {
       },
       frames: { publish: async (_subject, frame) => void frames.push(frame as StreamFrame) },
       clock,
-      ids: randomIds,
+      ids: sortableIds,
       pricing: { microsPer1kTokens: 80_000, defaultMaxTokens: 256, contextTokens },
       lifecycle: { replica: name, deadlineMs: DEADLINE_MS },
       logger: createLogger({ service: 'chat-test', level: 'silent' }),

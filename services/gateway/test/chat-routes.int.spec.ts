@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createBilling } from '@oc/billing';
-import { type CreatedApiKey, ManualClock, randomIds, type StreamFrame, Subjects, unwrap } from '@oc/contracts';
+import { type CreatedApiKey, ManualClock, sortableIds, type StreamFrame, Subjects, unwrap } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
 import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
 import { SqliteReadModelStore } from '@oc/readmodel';
@@ -36,7 +36,7 @@ let script: (streamTo: string) => void = () => {};
 const chunk = (content: string) => ({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
 
 beforeAll(async () => {
-  const billing = await createBilling({ eventStore: stores.store, readModels: new SqliteReadModelStore({ filename: ':memory:' }), client: services, clock, ids: randomIds, logger });
+  const billing = await createBilling({ eventStore: stores.store, readModels: new SqliteReadModelStore({ filename: ':memory:' }), client: services, clock, ids: sortableIds, logger });
   const billingApp = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });
   await billingApp.listen();
   broker.respond(Subjects.chat.createChatCompletion, async (data) => {

@@ -3,7 +3,7 @@ import type { Server } from 'node:http';
 import { brotliCompressSync, gzipSync } from 'node:zlib';
 import { type AddressInfo, connect, type Socket } from 'node:net';
 import { createBilling } from '@oc/billing';
-import { ManualClock, randomIds, Subjects, unwrap, type CreatedApiKey } from '@oc/contracts';
+import { ManualClock, sortableIds, Subjects, unwrap, type CreatedApiKey } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
 import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
 import { SqliteReadModelStore } from '@oc/readmodel';
@@ -29,7 +29,7 @@ let ready = true;
 let gatewayApp: ReturnType<typeof createGatewayApp>;
 
 beforeAll(async () => {
-  const billing = await createBilling({ eventStore: stores.store, readModels: new SqliteReadModelStore({ filename: ':memory:' }), client: services, clock, ids: randomIds, logger });
+  const billing = await createBilling({ eventStore: stores.store, readModels: new SqliteReadModelStore({ filename: ':memory:' }), client: services, clock, ids: sortableIds, logger });
   const billingApp = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });
   await billingApp.listen();
   const authenticator = new KeyAuthenticator(services, clock);

@@ -9,7 +9,7 @@ import {
   type CreatedApiKey,
   type IdSource,
   type Organization,
-  randomIds,
+  sortableIds,
   SCOPES,
   shareClock,
   Subjects,
@@ -45,7 +45,7 @@ export interface StandaloneOptions {
 export async function startStandalone(options: StandaloneOptions) {
   const { config } = options;
   const clock = options.clock ?? systemClock;
-  const ids = options.ids ?? randomIds;
+  const ids = options.ids ?? sortableIds;
   const logger = options.logger ?? createLogger({ service: 'standalone', level: config.LOG_LEVEL });
   await ensurePrivateDir(config.DATA_DIR);
   const admin = await resolveAdminToken(config.DATA_DIR, config.ADMIN_TOKEN);

@@ -1,4 +1,4 @@
-import { configFromEnv, randomIds, systemClock } from '@oc/contracts';
+import { configFromEnv, sortableIds, systemClock } from '@oc/contracts';
 import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
 import { z } from 'zod';
 import pkg from '../package.json' with { type: 'json' };
@@ -22,7 +22,7 @@ await runServiceProcess({
       readModels,
       client,
       clock: systemClock,
-      ids: randomIds,
+      ids: sortableIds,
       logger,
       config,
       publicBaseUrl: config.PUBLIC_BASE_URL,

@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fail, ManualClock, ok, randomIds, type Reply, serviceUnavailable, Subjects, type Video } from '@oc/contracts';
+import { fail, ManualClock, ok, sortableIds, type Reply, serviceUnavailable, Subjects, type Video } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
 import { SqliteReadModelStore } from '@oc/readmodel';
@@ -97,7 +97,7 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
       readModels: new SqliteReadModelStore({ filename: ':memory:' }),
       client: billing as unknown as ServiceClient,
       clock,
-      ids: randomIds,
+      ids: sortableIds,
       logger,
       config: VideoConfigSchema.parse({
         VIDEO_PROVIDER: 'openai',
@@ -347,7 +347,7 @@ describe('video jobs on the simulator', () => {
       readModels: new SqliteReadModelStore({ filename: ':memory:' }),
       client: billing as unknown as ServiceClient,
       clock,
-      ids: randomIds,
+      ids: sortableIds,
       logger,
       config: VideoConfigSchema.parse({ SIM_VIDEO_DURATION_MS: '0', SIM_VIDEO_PRERENDER: '0', ...env }),
       publicBaseUrl: 'https://api.example.com',

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { configFromEnv, randomIds, systemClock } from '@oc/contracts';
+import { configFromEnv, sortableIds, systemClock } from '@oc/contracts';
 import { JetStreamEventBus } from '@oc/messaging';
 import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
 import { z } from 'zod';
@@ -33,7 +33,7 @@ await runServiceProcess({
       bus: new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX }),
       consumerName: config.WEBHOOK_CONSUMER,
       clock: systemClock,
-      ids: randomIds,
+      ids: sortableIds,
       logger,
       settings: webhookSettings(
         config,

@@ -84,6 +84,8 @@ interface Outcome {
 type Progress = { type: 'content'; index: number; text: string } | { type: 'finish'; index: number; finishReason: FinishReason };
 type Sink = (progress: Progress) => Promise<void>;
 const discard: Sink = async () => {};
+/** A text completion keeps no session. */
+const recordNothing = async () => {};
 
 const MODEL = 'chat-2';
 /** Past its deadline by this much, an open completion's replica is taken to be gone. */
@@ -139,8 +141,7 @@ export class ChatService {
       this.recordExchange({ job, sessionId, startsSession, sent: m.messages, sentAt: now, reply: outcome.choices[0]?.text ?? '', usage: outcome.usage });
 
     if (m.stream_to === undefined) {
-      const outcome = await this.run(job, discard);
-      await record(outcome);
+      const outcome = await this.run(job, discard, undefined, record);
       return {
         id: job.id,
         object: 'chat.completion',
@@ -199,7 +200,7 @@ export class ChatService {
       ...(usage !== undefined ? { usage } : {}),
     });
     if (m.stream_to === undefined) {
-      const outcome = await this.run(job, discard);
+      const outcome = await this.run(job, discard, undefined, recordNothing);
       return completion(
         outcome.choices.map((c, index) => ({ text: c.text, index, logprobs: null, finish_reason: c.finishReason })),
         outcome.usage,
@@ -218,7 +219,7 @@ export class ChatService {
           includeUsage ? null : undefined,
         ),
       last: (outcome) => (includeUsage ? [completion([], outcome.usage)] : []),
-      record: async () => {},
+      record: recordNothing,
     });
   }
 
@@ -384,9 +385,11 @@ export class ChatService {
 
   /**
    * Generates every choice, then charges exactly the usage (capped at the reservation). A cancelled
-   * call is charged for what was generated; a failed one is not charged at all.
+   * call is charged for what was generated; a failed one is not charged at all. Once charged, the
+   * completion's settlement and `record` (the session's exchange) are stored together: neither needs the
+   * other, and both are done before the caller answers.
    */
-  private async run(job: Job, sink: Sink, cancel?: AbortSignal): Promise<Outcome> {
+  private async run(job: Job, sink: Sink, cancel: AbortSignal | undefined, record: (outcome: Outcome) => Promise<void>): Promise<Outcome> {
     let outcome: Outcome;
     // One controller for the deadline and the client's cancel (AbortSignal.any and .timeout cost more per call).
     const stop = new AbortController();
@@ -412,7 +415,9 @@ export class ChatService {
         this.stranded.set(job.id, job.caller.org_id);
         throw error;
       }
-      await this.settle(job.id, 'charged', charged);
+      await Promise.all([this.settle(job.id, 'charged', charged), record(outcome)]);
+    } else {
+      await record(outcome);
     }
     return outcome;
   }
@@ -469,9 +474,8 @@ export class ChatService {
     const work = async () => {
       try {
         for (const data of shape.first()) await frames.data(data);
-        const outcome = await this.run(job, (p) => frames.data(shape.progress(p)), abort.signal);
+        const outcome = await this.run(job, (p) => frames.data(shape.progress(p)), abort.signal, shape.record);
         for (const data of shape.last(outcome)) await frames.data(data);
-        await shape.record(outcome);
         await frames.end(outcome.usage);
       } catch (error) {
         const apiError = toApiError(error);
