@@ -55,14 +55,17 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
   };
   /** Nothing wider than the window: the page works at 375 px without sideways scrolling. */
   const fitsWidth = async () => {
-    const wider = await page.evaluate(() =>
-      [...document.querySelectorAll('body *')]
-        .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('.table-wrap'))
-        .map((e) => `${e.tagName.toLowerCase()}.${e.className}`),
-    );
+    // These functions run in the page; the test's own TypeScript has no DOM types.
+    const wider = await page.evaluate(() => {
+      const { document: doc, innerWidth } = globalThis as any;
+      return [...doc.querySelectorAll('body *')]
+        .filter((e: any) => e.getBoundingClientRect().right > innerWidth + 1 && !e.closest('.table-wrap'))
+        .map((e: any) => `${e.tagName.toLowerCase()}.${e.className}`);
+    });
     expect(wider).toEqual([]);
-    return page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth);
+    return page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth <= (globalThis as any).innerWidth);
   };
+
 
   async function signIn(email: string) {
     await page.goto(`${app.url}/dashboard/`);
@@ -182,8 +185,8 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
     expect(await item.locator('.badge').textContent()).toBe('completed');
     await item.getByRole('button', { name: 'Play' }).click();
     const player = item.locator('video');
-    await expect.poll(() => player.evaluate((v) => (v as HTMLVideoElement).readyState), { timeout: 15_000 }).toBeGreaterThanOrEqual(1);
-    expect(await player.evaluate((v) => (v as HTMLVideoElement).duration)).toBeCloseTo(4, 0);
+    await expect.poll(() => player.evaluate((v) => (v as unknown as { readyState: number }).readyState), { timeout: 15_000 }).toBeGreaterThanOrEqual(1);
+    expect(await player.evaluate((v) => (v as unknown as { duration: number }).duration)).toBeCloseTo(4, 0);
     await shot('videos');
   });
 
