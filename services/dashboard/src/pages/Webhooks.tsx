@@ -133,6 +133,14 @@ function WebhookPanel({ webhook: w, onChange }: { webhook: Webhook; onChange: ()
 function DeliveryLog({ webhookId }: { webhookId: string }) {
   const log = useLoad(() => api<{ data: DeliveryAttempt[] }>('GET', `${path(webhookId)}/deliveries?limit=50`), [webhookId]);
   const [error, setError] = useState<unknown>(undefined);
+  // The log is newest first: a delivery's first row is its latest attempt, the one that says how it stands.
+  const seen = new Set<string>();
+  const latest = new Set<string>();
+  for (const a of log.data?.data ?? []) {
+    if (seen.has(a.delivery_id)) continue;
+    seen.add(a.delivery_id);
+    latest.add(a.id);
+  }
   const resend = async (deliveryId: string) => {
     setError(undefined);
     try {
@@ -179,7 +187,7 @@ function DeliveryLog({ webhookId }: { webhookId: string }) {
                   <span className={`badge ${a.delivery_status}`}>{a.delivery_status}</span>
                 </td>
                 <td>
-                  {a.delivery_status === 'failed' && (
+                  {a.delivery_status === 'failed' && latest.has(a.id) && (
                     <button type="button" onClick={() => resend(a.delivery_id)}>
                       Resend
                     </button>
