@@ -122,7 +122,11 @@ if (!(await ready())) {
   }
 } else {
   const demo = await demoOnFirstStart();
-  const lines = [`OC API listening on ${local} (distributed: ${SERVICES.join(', ')} over ${common.NATS_URL}; data in ${dataDir})`, admin.note];
+  const lines = [
+    `OC API listening on ${local} (distributed: ${SERVICES.join(', ')} over ${common.NATS_URL}; data in ${dataDir})`,
+    admin.note,
+    `Web console: ${local}/dashboard/ (operators sign in with the admin token; oc members create adds an organization's members)`,
+  ];
   if (demo) {
     lines.push(
       `Demo organization ${demo.organization.id} with $10.00 of credit, and an API key with every scope (shown only now):`,
