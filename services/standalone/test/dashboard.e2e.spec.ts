@@ -249,6 +249,9 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
   it('revokes the key after a confirmation, and the next API call gets 401', async () => {
     await go('API keys');
     const row = page.locator('tr', { hasText: key.slice(0, 12) });
+    // The calls made with it above are counted: last used, and requests today.
+    expect(await row.locator('td').nth(4).textContent()).not.toBe('—');
+    expect(await row.locator('td.num').textContent()).toMatch(/^[1-9]\d* \/ \d+$/);
     await row.getByRole('button', { name: 'Revoke' }).click();
     const dialog = page.getByRole('dialog', { name: 'Revoke “ci”?' });
     await dialog.getByRole('button', { name: 'Revoke key' }).click();
