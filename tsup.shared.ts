@@ -37,6 +37,7 @@ const EXTERNAL = [
   'reflect-metadata',
   '@opentelemetry/sdk-node',
   '@aws-sdk/client-s3',
+  '@aws-sdk/s3-request-presigner',
   'ioredis',
   // Serves its own files (Swagger UI at /docs) from beside its package.json.
   'swagger-ui-dist',

@@ -12,7 +12,7 @@ export const ADMIN_TOKEN = 'bench-admin-token-0123456789';
 const READY_TIMEOUT_MS = 180_000;
 
 /** Node's flags in `pnpm start` (the heap budget), so that the bench runs the bundle exactly as a user starts it. */
-const START_FLAGS = (() => {
+export const START_FLAGS = (() => {
   const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
   const flags = /node ((?:--\S+ )*)services\/standalone\/dist\/main\.js/.exec(scripts.start)?.[1];
   if (flags === undefined) throw new Error('The start script no longer runs services/standalone/dist/main.js with node');

@@ -5,18 +5,31 @@ export interface Client {
   /** The parsed body of a 2xx answer (undefined when it is empty); the API's error as a `CliError` otherwise. */
   json<T>(method: string, path: string, body?: unknown): Promise<T>;
   /** A 2xx answer whose body the caller reads as a stream (a download, Server-Sent Events). */
-  open(method: string, path: string, body: unknown, accept: string): Promise<Response>;
+  open(method: string, path: string, body: unknown, accept: string, options?: OpenOptions): Promise<Response>;
+}
+
+export interface OpenOptions {
+  /** Sent besides Accept and Authorization (e.g. `Last-Event-ID`). */
+  headers?: Record<string, string>;
+  /** Aborts the request and the reading of its body. */
+  signal?: AbortSignal;
 }
 
 /** `what` names the API in "cannot reach …" messages. */
 export function client(what: string, baseUrl: string, token: string | undefined, fetch: typeof globalThis.fetch): Client {
-  const send = async (method: string, path: string, body: unknown, accept: string): Promise<Response> => {
-    const headers: Record<string, string> = { accept };
+  const send = async (method: string, path: string, body: unknown, accept: string, options: OpenOptions = {}): Promise<Response> => {
+    const headers: Record<string, string> = { ...options.headers, accept };
     if (token) headers.authorization = `Bearer ${token}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
     try {
-      return await fetch(`${baseUrl}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      return await fetch(`${baseUrl}${path}`, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
     } catch (error) {
+      if (options.signal?.aborted) throw error;
       throw new CliError(`cannot reach ${what} at ${baseUrl}: ${reason(error)}`, true);
     }
   };
@@ -32,8 +45,8 @@ export function client(what: string, baseUrl: string, token: string | undefined,
         throw new CliError(`HTTP ${response.status}: response is not JSON: ${text.slice(0, 200)}`);
       }
     },
-    async open(method, path, body, accept) {
-      const response = await send(method, path, body, accept);
+    async open(method, path, body, accept, options) {
+      const response = await send(method, path, body, accept, options);
       if (!response.ok) throw await failure(response);
       return response;
     },

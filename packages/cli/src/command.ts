@@ -12,6 +12,10 @@ export interface Io {
   cwd: string;
   /** Between two looks at a video being generated; the spec asks clients for no less than 5 s. */
   pollIntervalMs: number;
+  /** `oc webhooks listen`: the first wait before reconnecting a lost stream (doubled each time, up to 30 s). */
+  reconnectDelayMs: number;
+  /** `oc webhooks listen` stops when this aborts; unset, on SIGINT or SIGTERM (Ctrl-C). */
+  interrupt?: AbortSignal;
 }
 
 export interface List<T> {
@@ -50,6 +54,9 @@ export const OPTIONS = {
   days: { type: 'string' },
   email: { type: 'string' },
   password: { type: 'string' },
+  'forward-to': { type: 'string' },
+  events: { type: 'string' },
+  'print-secret': { type: 'boolean' },
 } as const;
 
 export const parse = (args: string[]) => parseArgs({ args, options: OPTIONS, allowPositionals: true, strict: true });

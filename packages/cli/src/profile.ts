@@ -8,6 +8,8 @@ export interface Profile {
   base_url?: string;
   api_key?: string;
   admin_token?: string;
+  /** What `oc webhooks listen` signs forwarded events with: made on its first run, the same ever after. */
+  webhook_listen_secret?: string;
 }
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';

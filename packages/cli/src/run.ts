@@ -6,10 +6,11 @@ import { CliError, type Command, type Io, parse, type Print, UsageError } from '
 import { DEFAULT_URL, type Profile, profilePath, readProfile } from './profile';
 import { MEMBER_COMMANDS } from './members';
 import { VIDEO_COMMANDS } from './videos';
+import { WEBHOOK_COMMANDS } from './webhooks';
 
 export type { Io } from './command';
 
-const API_COMMANDS = [...ACCOUNT_COMMANDS, ...VIDEO_COMMANDS, ...CHAT_COMMANDS];
+const API_COMMANDS = [...ACCOUNT_COMMANDS, ...VIDEO_COMMANDS, ...CHAT_COMMANDS, ...WEBHOOK_COMMANDS];
 const OPERATOR_COMMANDS = [...ADMIN_COMMANDS, ...MEMBER_COMMANDS];
 const COMMANDS = [...API_COMMANDS, ...OPERATOR_COMMANDS];
 
@@ -41,6 +42,8 @@ export async function run(argv: string[], io: Partial<Io> = {}): Promise<number>
     env: io.env ?? process.env,
     cwd: io.cwd ?? process.cwd(),
     pollIntervalMs: io.pollIntervalMs ?? 5_000,
+    reconnectDelayMs: io.reconnectDelayMs ?? 1_000,
+    ...(io.interrupt ? { interrupt: io.interrupt } : {}),
   };
   try {
     await dispatch(argv, full);
@@ -114,6 +117,6 @@ function lazy(make: () => Promise<Client>): Client {
   const get = () => (made ??= make());
   return {
     json: async (method, path, body) => (await get()).json(method, path, body),
-    open: async (method, path, body, accept) => (await get()).open(method, path, body, accept),
+    open: async (method, path, body, accept, options) => (await get()).open(method, path, body, accept, options),
   };
 }

@@ -55,6 +55,8 @@ export const Subjects = {
     listDeliveries: 'webhook.deliveries.list',
     retryDelivery: 'webhook.deliveries.retry',
     recover: 'webhook.deliveries.recover',
+    /** Events after a `Last-Event-ID`, from the bounded window the webhook service keeps. */
+    replayEvents: 'webhook.events.replay',
     ping: 'webhook.ping',
   },
   video: {
@@ -74,6 +76,12 @@ export const Subjects = {
     organizationChanged: 'broadcast.billing.organization_changed',
   },
 } as const;
+
+/**
+ * One organization's video events as the webhook service consumes them (`StreamedEvent`), for the gateways'
+ * event streams: a subject per organization, so a gateway subscribes to the organizations it serves only.
+ */
+export const eventStreamSubject = (orgId: string) => `webhook.event_stream.${orgId}`;
 
 export const DEFAULT_NATS_PREFIX = 'oc';
 

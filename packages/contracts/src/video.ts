@@ -91,6 +91,14 @@ export const VideoListSchema = z.object({
 export const VideoContentInfoSchema = z.object({ content_type: z.string(), size: z.int().nonnegative() });
 export type VideoContentInfo = z.infer<typeof VideoContentInfoSchema>;
 
+/**
+ * Which copy a content request names: `current` is OpenAI's download endpoint (whichever copy the video has);
+ * `temporary` is the `url` of completion time, which serves for `VIDEO_TEMP_TTL_MS` after completion only;
+ * `permanent` is the `url` of a persisted video when no CDN fronts the object store.
+ */
+export const VIDEO_CONTENT_COPIES = ['current', 'temporary', 'permanent'] as const;
+export type VideoContentCopy = (typeof VIDEO_CONTENT_COPIES)[number];
+
 /** Largest slice of a file one request/reply carries (base64 keeps it well under NATS's 1 MiB payload). */
 export const VIDEO_CONTENT_CHUNK_BYTES = 256 * 1024;
 
@@ -108,10 +116,11 @@ export const VideoMessages = {
   get: z.object(VideoRef),
   list: ListVideosQuery.extend({ org_id: z.string().min(1) }),
   delete: z.object(VideoRef),
-  describeContent: z.object({ ...VideoRef, variant: z.enum(VIDEO_CONTENT_VARIANTS) }),
+  describeContent: z.object({ ...VideoRef, variant: z.enum(VIDEO_CONTENT_VARIANTS), copy: z.enum(VIDEO_CONTENT_COPIES).default('current') }),
   readContent: z.object({
     ...VideoRef,
     variant: z.enum(VIDEO_CONTENT_VARIANTS),
+    copy: z.enum(VIDEO_CONTENT_COPIES).default('current'),
     offset: z.int().nonnegative(),
     length: z.int().positive().max(VIDEO_CONTENT_CHUNK_BYTES),
   }),

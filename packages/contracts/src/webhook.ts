@@ -154,6 +154,52 @@ export const WebhookEnvelopeSchema = z.object({
 });
 export type WebhookEnvelope = z.infer<typeof WebhookEnvelopeSchema>;
 
+// ---------- The event stream (`GET /v1/webhooks/events/stream`) ----------
+
+/** Query of the event stream: which event types to receive, comma-separated; every type when absent. */
+export const EventStreamQuery = z.object({
+  events: z
+    .string()
+    .max(200)
+    .transform((csv) => csv.split(',').map((t) => t.trim()).filter((t) => t.length > 0))
+    .refine((types) => types.length > 0 && types.every((t) => known.has(t)), {
+      message: `a comma-separated list of event types, each one of ${WEBHOOK_EVENT_TYPES.join(', ')}`,
+    })
+    .transform((types) => [...new Set(types)] as z.infer<typeof WebhookEventTypeSchema>[])
+    .optional(),
+});
+
+/** `Last-Event-ID`: the `id` of the last event a listener received, as the stream sent it. */
+export const LastEventIdSchema = z.string().regex(/^evt_[A-Za-z0-9]{1,64}$/);
+
+/** The first event of every stream: it is live, and what it carries. */
+export const EventStreamReadySchema = z.object({
+  object: z.literal('webhook_event_stream'),
+  organization_id: z.string(),
+  events: z.array(WebhookEventTypeSchema),
+  /** The `Last-Event-ID` the stream resumes after, or null for a fresh one. */
+  resumed_after: z.string().nullable(),
+});
+export type EventStreamReady = z.infer<typeof EventStreamReadySchema>;
+
+/** Sent instead of a replay when the service no longer holds the `Last-Event-ID`: events may have been missed. */
+export const EventStreamGapSchema = z.object({ last_event_id: z.string(), message: z.string() });
+
+/** Events one replay answer carries at most; the gateway asks again after the last one. */
+export const EVENT_REPLAY_PAGE = 100;
+
+/** What the webhook service broadcasts on `webhook.event_stream.<org_id>` for each video event it consumes. */
+export const StreamedEventSchema = z.object({ org_id: z.string(), event: WebhookEnvelopeSchema });
+export type StreamedEvent = z.infer<typeof StreamedEventSchema>;
+
+export const EventReplaySchema = z.object({
+  /** False when `after` is not among the events the service still holds (or is another organization's). */
+  found: z.boolean(),
+  events: z.array(WebhookEnvelopeSchema),
+  has_more: z.boolean(),
+});
+export type EventReplay = z.infer<typeof EventReplaySchema>;
+
 // ---------- NATS request/reply messages to the webhook service ----------
 
 const Ref = { org_id: z.string().min(1), webhook_id: z.string().min(1).max(200) };
@@ -169,6 +215,14 @@ export const WebhookMessages = {
   listDeliveries: DeliveriesQuery.extend(Ref),
   retryDelivery: z.object({ ...Ref, delivery_id: z.string().min(1).max(200) }),
   recover: RecoverWebhookBody.extend(Ref),
+  /** Also the gateway's check, when a stream opens, that the webhook service answers (after its subscription). */
+  replayEvents: z.object({
+    org_id: Ref.org_id,
+    /** Events after this one; absent, nothing is replayed. */
+    after: LastEventIdSchema.optional(),
+    types: z.array(WebhookEventTypeSchema).min(1).optional(),
+    limit: z.int().min(1).max(EVENT_REPLAY_PAGE).default(EVENT_REPLAY_PAGE),
+  }),
 } as const;
 export type WebhookMessage<K extends keyof typeof WebhookMessages> = z.infer<(typeof WebhookMessages)[K]>;
 

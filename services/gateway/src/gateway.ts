@@ -46,11 +46,12 @@ export async function createGateway(options: GatewayOptions) {
     ),
   ]);
   const flushUsage = () => usage.flush().catch((err: unknown) => logger.warn({ err }, 'key usage not reported yet'));
+  const closing = new AbortController();
   const timer = setInterval(flushUsage, options.usageFlushMs ?? 10_000);
   timer.unref();
 
   const passwords = new PasswordHasher(options.passwordSettings);
-  const v1 = v1Routes(options.version, () => clock.now(), { maxInFlightPerOrganization: options.chatInFlightPerOrganization });
+  const v1 = v1Routes(options.version, () => clock.now(), { maxInFlightPerOrganization: options.chatInFlightPerOrganization }, { closing: closing.signal });
   const admin = adminRoutes(passwords);
   const sessions = new ConsoleSessions({
     services,
@@ -86,10 +87,19 @@ export async function createGateway(options: GatewayOptions) {
     app,
     authenticator,
     usage,
-    listen(port: number, host = '0.0.0.0', limits: HttpServerConfig = HttpServerConfigSchema.parse({})): Promise<Server> {
-      return listenHttp(app, port, host, limits, options.trustedProxies);
+    async listen(port: number, host = '0.0.0.0', limits: HttpServerConfig = HttpServerConfigSchema.parse({})): Promise<Server> {
+      const server = await listenHttp(app, port, host, limits, options.trustedProxies);
+      // Closing the server waits for the requests in flight, and an event stream is one until its client leaves:
+      // the streams are ended first (each is told to reconnect), whoever closes the server.
+      const close = server.close.bind(server);
+      server.close = ((callback?: (err?: Error) => void) => {
+        closing.abort();
+        return close(callback);
+      }) as Server['close'];
+      return server;
     },
     async close() {
+      closing.abort();
       clearInterval(timer);
       await flushUsage();
       await Promise.all(subscriptions.map((s) => s.stop()));

@@ -55,5 +55,14 @@ describe('the OpenAPI document', () => {
     expect(names('/v1/videos', 'post')).toContain('Idempotency-Key');
     expect(names('/v1/videos/{id}/content', 'get')).toEqual(['id', 'variant', 'Range']);
     expect(Object.keys(doc.paths['/v1/videos'].post.requestBody.content)).toEqual(['application/json', 'multipart/form-data']);
+    expect(names('/v1/webhooks/events/stream', 'get')).toEqual(['events', 'Last-Event-ID']);
+  });
+
+  it("gives the event stream's events the schema of a delivery body", () => {
+    const stream = (document() as any).paths['/v1/webhooks/events/stream'].get;
+    expect(stream['x-required-scope']).toBe('webhook:read');
+    const media = stream.responses['200'].content['text/event-stream'];
+    expect(media['x-event-data'].required).toEqual(['id', 'type', 'created', 'data']);
+    expect(media['x-event-data'].properties.type.enum).toEqual(['video.processing', 'video.completed', 'video.failed']);
   });
 });

@@ -133,6 +133,7 @@ export async function startStandalone(options: StandaloneOptions) {
       projector,
       // One shared log in this mode: the webhook service reads video events straight from it.
       bus: new EventStoreEventBus({ eventStores: { video: stores.store }, checkpoints: stores.checkpoints }),
+      client,
       clock,
       ids,
       logger: logger.child({ service: 'webhook' }),

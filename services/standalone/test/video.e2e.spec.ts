@@ -229,7 +229,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       expect(video).toMatchObject({
         status: 'completed',
         progress: 100,
-        url: `${service.url}/v1/videos/${id}/content`,
+        url: `${service.url}/v1/videos/${id}/content/temporary`,
         error: null,
         'x-storage-provider': 'upstream',
         'x-persisted': false,
@@ -270,15 +270,23 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       expect(sprites.status).toBe(400);
       expect(sprites.body.error).toMatchObject({ code: 'invalid_variant', param: 'variant' });
 
-      // Persistence after VIDEO_PERSIST_AFTER_MS: same url, now from permanent storage, same bytes.
+      const permanentPath = `${service.url}/v1/videos/${id}/content/permanent`;
+      const early = await h.api().call('GET', `/v1/videos/${id}/content/permanent`, { token: key });
+      expect(early.status).toBe(400);
+      expect(early.body.error.code).toBe('video_not_persisted');
+
+      // Persistence after VIDEO_PERSIST_AFTER_MS: url names the permanent copy; the same bytes from every URL.
       const persisted = await h.eventually(async () => {
         const res = await h.retrieve(key, id);
         expect(res.body['x-persisted']).toBe(true);
         return res.body;
       }, 500);
-      expect(persisted).toMatchObject({ 'x-storage-provider': 'object_store', url: video.url, expires_at: null });
-      const again = await fetch(video.url, { headers: { authorization: `Bearer ${key}` } });
-      expect(Buffer.from(await again.arrayBuffer())).toEqual(bytes);
+      expect(persisted).toMatchObject({ 'x-storage-provider': 'object_store', url: permanentPath, expires_at: null });
+      // The temporary URL keeps serving until its hour after completion is over (VIDEO_TEMP_TTL_MS here).
+      for (const url of [permanentPath, video.url, `${service.url}/v1/videos/${id}/content`]) {
+        const again = await fetch(url, { headers: { authorization: `Bearer ${key}` } });
+        expect(Buffer.from(await again.arrayBuffer()), url).toEqual(bytes);
+      }
       expect(await h.ledgerFor(orgId, id)).toHaveLength(2);
     });
 
@@ -513,6 +521,9 @@ describe.each(modes)('video time limits (%s)', (_mode, start) => {
     }, 500);
     expect(expired.error).toMatchObject({ type: 'invalid_request_error', code: 'video_expired' });
     expect((await h.api().call('GET', `/v1/videos/${created.body.id}/content`, { token: key })).status).toBe(410);
+    const temporary = await h.api().call('GET', `/v1/videos/${created.body.id}/content/temporary`, { token: key });
+    expect(temporary.status).toBe(410);
+    expect(temporary.body.error.code).toBe('video_expired');
   });
 
   it('fails a job running past the time limit with timeout and refunds it', async () => {

@@ -13,7 +13,7 @@ import { OpenAiVideoProvider } from './adapters/openai-provider';
 import { ClockScheduler } from './adapters/scheduler';
 import { SimulatedProvider } from './adapters/simulator';
 import { fileKey, type JobTimings, VideoJobs } from './application/jobs';
-import type { FileStore, Scheduler, VideoProvider } from './application/ports';
+import type { FileStore, Scheduler, UrlSigner, VideoProvider } from './application/ports';
 import { VideoService } from './application/videos';
 import type { VideoConfig } from './config';
 import { LOGGER, VIDEO_SERVICE, VideoController } from './transport/video.controller';
@@ -62,7 +62,7 @@ function liveProvider(config: VideoConfig, simulator: VideoProvider): VideoProvi
 }
 
 /** The S3 client is loaded only when a bucket is configured: it is large, and costs start-up time. */
-async function objectStore(config: VideoConfig, dataDir: string): Promise<FileStore & { close?(): void }> {
+async function objectStore(config: VideoConfig, dataDir: string): Promise<FileStore & Partial<UrlSigner> & { close?(): void }> {
   if (!config.VIDEO_S3_BUCKET) return new LocalFileStore(join(dataDir, 'objects'));
   const { S3FileStore } = await import('./adapters/s3-file-store');
   const { VIDEO_S3_ACCESS_KEY_ID: accessKeyId, VIDEO_S3_SECRET_ACCESS_KEY: secretAccessKey } = config;
@@ -73,6 +73,17 @@ async function objectStore(config: VideoConfig, dataDir: string): Promise<FileSt
     credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey } : undefined,
     forcePathStyle: config.VIDEO_S3_FORCE_PATH_STYLE === '1',
   });
+}
+
+/**
+ * Presigned URLs stand for a persisted video when the object store signs them, no CDN fronts it, and the
+ * operator gave them a lifetime (VIDEO_S3_SIGNED_URL_TTL_SECONDS): the store must be reachable by clients.
+ */
+function permanentUrlSigner(config: VideoConfig, store: Partial<UrlSigner>, clock: Clock) {
+  const ttl = config.VIDEO_S3_SIGNED_URL_TTL_SECONDS;
+  if (config.VIDEO_PUBLIC_BASE_URL || ttl === undefined || !store.signedUrl) return undefined;
+  const signer = store as UrlSigner;
+  return (key: string) => signer.signedUrl(key, ttl, clock.now());
 }
 
 /** Builds the video service and catches its read model up; every unfinished job resumes once it listens. */
@@ -118,11 +129,11 @@ export async function createVideo(runtime: VideoRuntime) {
     clock,
     logger,
     timings,
-    contentUrl: (videoId) => `${base}/v1/videos/${videoId}/content`,
+    temporaryUrl: (videoId) => `${base}/v1/videos/${videoId}/content/temporary`,
     permanentUrl: (video) =>
       config.VIDEO_PUBLIC_BASE_URL
         ? `${config.VIDEO_PUBLIC_BASE_URL.replace(/\/$/, '')}/${fileKey(video, 'video')}`
-        : `${base}/v1/videos/${video.videoId}/content`,
+        : `${base}/v1/videos/${video.videoId}/content/permanent`,
   });
   const service = new VideoService({
     commands,
@@ -135,6 +146,8 @@ export async function createVideo(runtime: VideoRuntime) {
     ids: runtime.ids,
     prices: config.VIDEO_PRICES,
     timings,
+    signPermanentUrl: permanentUrlSigner(config, permanent, clock),
+    logger,
   });
   if (config.SIM_VIDEO_PRERENDER === '1') void renderer.prerender(undefined, (err) => logger.warn({ err }, 'rendering a clip ahead failed'));
   return {

@@ -52,6 +52,18 @@ export const VideoConfigSchema = z.object({
   VIDEO_S3_ACCESS_KEY_ID: z.string().optional(),
   VIDEO_S3_SECRET_ACCESS_KEY: z.string().optional(),
   VIDEO_S3_FORCE_PATH_STYLE: z.enum(['0', '1']).default('1'),
+  /**
+   * With S3 and no VIDEO_PUBLIC_BASE_URL: a persisted video's `url` is a presigned GET of its object, signed
+   * on each read, valid this many seconds (SigV4 allows 7 days at most). Only for a store clients can reach;
+   * unset, the `url` is the permanent content path of the API.
+   */
+  VIDEO_S3_SIGNED_URL_TTL_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(60)
+    .max(604_800)
+    .optional()
+    .describe('seconds, 60 to 604800 (7 days)'),
   /** USD per second by model and size, e.g. `{"video-2":{"1280x720":0.1,...},...}`. */
   VIDEO_PRICES: json(PriceTableSchema).default(DEFAULT_PRICES),
 });

@@ -6,6 +6,7 @@ import { LocalFileStore } from '../src/adapters/local-file-store';
 import { S3FileStore } from '../src/adapters/s3-file-store';
 import type { FileStore } from '../src/application/ports';
 import { startFakeS3 } from './fake-s3';
+import { expectedPresignedSignature } from './sigv4';
 
 let dir: string;
 let fakeS3: Awaited<ReturnType<typeof startFakeS3>>;
@@ -77,5 +78,43 @@ describe.each(adapters)('file store: %s', (_, make) => {
     expect(await store.read(key, 0, 100)).toEqual(Buffer.from('replaced'));
     await store.remove(key);
     expect(await readFile(source)).toEqual(bytes);
+  });
+});
+
+describe('presigned URLs of the S3 store (offline: signing makes no request)', () => {
+  it('the independent SigV4 check reproduces the worked example of AWS\'s documentation', () => {
+    // "Authenticating Requests: Using Query Parameters (AWS Signature Version 4)", Amazon S3 API Reference.
+    const example =
+      'https://examplebucket.s3.amazonaws.com/test.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256' +
+      '&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20130524T000000Z' +
+      '&X-Amz-Expires=86400&X-Amz-SignedHeaders=host';
+    expect(expectedPresignedSignature(example, 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', 'us-east-1')).toBe(
+      'aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404',
+    );
+  });
+
+  it('signs a GET of the object for the lifetime asked, from the time given, that S3 would accept and that fetches it', async () => {
+    const store = s3({ endpoint: fakeS3.url, bucket: 'videos', accessKeyId: 'AKIDTEST', secretAccessKey: 'test-secret' });
+    const key = 'org_1/video_signed.mp4';
+    await store.put(key, Buffer.from('the movie'));
+    const now = Date.UTC(2026, 10, 22, 12, 30, 5);
+    const url = new URL(await store.signedUrl(key, 600, now));
+    expect(`${url.origin}${url.pathname}`).toBe(`${fakeS3.url}/videos/org_1/video_signed.mp4`);
+    expect(Object.fromEntries(url.searchParams)).toMatchObject({
+      'X-Amz-Algorithm': 'AWS4-HMAC-SHA256',
+      'X-Amz-Credential': 'AKIDTEST/20261122/us-east-1/s3/aws4_request',
+      'X-Amz-Date': '20261122T123005Z',
+      'X-Amz-Expires': '600',
+      'X-Amz-SignedHeaders': 'host',
+    });
+    expect(url.searchParams.get('X-Amz-Signature')).toBe(expectedPresignedSignature(url.href, 'test-secret', 'us-east-1'));
+    expect(url.searchParams.get('X-Amz-Signature')).not.toBe(expectedPresignedSignature(url.href, 'another-secret', 'us-east-1'));
+    // Signed again later: a new date, hence a new signature.
+    const later = new URL(await store.signedUrl(key, 600, now + 60_000));
+    expect(later.searchParams.get('X-Amz-Date')).toBe('20261122T123105Z');
+    expect(later.searchParams.get('X-Amz-Signature')).not.toBe(url.searchParams.get('X-Amz-Signature'));
+    const res = await fetch(url);
+    expect(Buffer.from(await res.arrayBuffer()).toString()).toBe('the movie');
+    store.close();
   });
 });

@@ -13,6 +13,7 @@ import { createVideo } from '../src/app';
 import { VideoConfigSchema } from '../src/config';
 import { startFakeS3 } from './fake-s3';
 import { startFakeUpstream } from './fake-upstream';
+import { expectedPresignedSignature } from './sigv4';
 
 /** Billing as the video service sees it: reservations idempotent on their id, with failures on demand. */
 class FakeBilling {
@@ -148,9 +149,9 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     clock.advance(5_000);
     await runDue();
     const video: Video = await retrieve(created.id);
-    expect(video).toMatchObject({ status: 'completed', progress: 100, url: `https://api.example.com/v1/videos/${created.id}/content` });
+    expect(video).toMatchObject({ status: 'completed', progress: 100, url: `https://api.example.com/v1/videos/${created.id}/content/temporary` });
     expect(billing.captures).toEqual([created.id]);
-    const content = await service.readContent({ org_id: 'org_1', video_id: created.id, variant: 'video', offset: 0, length: 100 });
+    const content = await service.readContent({ org_id: 'org_1', video_id: created.id, variant: 'video', copy: 'current', offset: 0, length: 100 });
     expect(Buffer.from(content.data, 'base64')).toEqual(mp4.subarray(0, 100));
   });
 
@@ -290,18 +291,81 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     await runDue();
     expect(await retrieve(id)).toMatchObject({ 'x-persisted': true, 'x-storage-provider': 'object_store', expires_at: null });
     clock.advance(3_600_000);
-    const content = await running!.video.service.readContent({ org_id: 'org_1', video_id: id, variant: 'video', offset: 0, length: 8 });
+    const content = await running!.video.service.readContent({ org_id: 'org_1', video_id: id, variant: 'video', copy: 'current', offset: 0, length: 8 });
     expect(Buffer.from(content.data, 'base64')).toEqual(mp4.subarray(0, 8));
     expect(s3.objects.get(`/videos/org_1/${id}.mp4`)).toEqual(mp4);
     await s3.close();
   });
 
-  it("names the CDN's copy in url once persisted, when VIDEO_PUBLIC_BASE_URL is set, and the content endpoint before", async () => {
+  it("names the CDN's copy in url once persisted, when VIDEO_PUBLIC_BASE_URL is set, and the temporary URL before", async () => {
     const id = await completedVideo({ ...lifecycle, VIDEO_PUBLIC_BASE_URL: 'https://cdn.example.com/videos/' });
-    expect((await retrieve(id)).url).toMatch(new RegExp(`/v1/videos/${id}/content$`));
+    expect((await retrieve(id)).url).toBe(`https://api.example.com/v1/videos/${id}/content/temporary`);
     clock.advance(2_700_000);
     await runDue();
     expect(await retrieve(id)).toMatchObject({ 'x-persisted': true, url: `https://cdn.example.com/videos/org_1/${id}.mp4` });
+  });
+
+  const read = (id: string, copy: 'current' | 'temporary' | 'permanent') =>
+    running!.video.service.readContent({ org_id: 'org_1', video_id: id, variant: 'video', copy, offset: 0, length: 8 });
+
+  it('without a CDN: the temporary URL serves for its hour, whatever happens meanwhile, then 410; url names the permanent path once persisted', async () => {
+    const id = await completedVideo(lifecycle);
+    const temporary = `https://api.example.com/v1/videos/${id}/content/temporary`;
+    expect((await retrieve(id)).url).toBe(temporary);
+    // The video.completed event (what webhooks deliver) carries the temporary URL.
+    const completed = (await stores.store.readStream(`video-${id}`)).find((e) => e.type === 'VideoCompleted')!;
+    expect((completed.data as { video: { url: string } }).video.url).toBe(temporary);
+    expect(Buffer.from((await read(id, 'temporary')).data, 'base64')).toEqual(mp4.subarray(0, 8));
+    await expect(read(id, 'permanent')).rejects.toMatchObject({ status: 400, code: 'video_not_persisted' });
+
+    clock.advance(2_700_000);
+    await runDue();
+    expect(await retrieve(id)).toMatchObject({ 'x-persisted': true, url: `https://api.example.com/v1/videos/${id}/content/permanent` });
+    // Persisted 45 minutes in: the temporary URL still has a quarter of an hour, served from the permanent copy.
+    for (const copy of ['temporary', 'permanent', 'current'] as const) expect(Buffer.from((await read(id, copy)).data, 'base64')).toEqual(mp4.subarray(0, 8));
+
+    clock.advance(900_000 - 1);
+    await expect(read(id, 'temporary')).resolves.toBeDefined();
+    clock.advance(1);
+    await expect(read(id, 'temporary')).rejects.toMatchObject({ status: 410, code: 'temporary_url_expired', message: expect.stringContaining(`GET /v1/videos/${id}`) });
+    await expect(
+      running!.video.service.describeContent({ org_id: 'org_1', video_id: id, variant: 'thumbnail', copy: 'temporary' }),
+    ).rejects.toMatchObject({ status: 410 });
+    expect(Buffer.from((await read(id, 'permanent')).data, 'base64')).toEqual(mp4.subarray(0, 8));
+    expect(Buffer.from((await read(id, 'current')).data, 'base64')).toEqual(mp4.subarray(0, 8));
+    expect((await retrieve(id)).status).toBe('completed');
+  });
+
+  it('with S3 and VIDEO_S3_SIGNED_URL_TTL_SECONDS: url is a presigned GET of the object, signed again on each read', async () => {
+    const s3 = await startFakeS3();
+    const storage = { VIDEO_S3_BUCKET: 'videos', VIDEO_S3_ENDPOINT: s3.url, VIDEO_S3_ACCESS_KEY_ID: 'AKIDTEST', VIDEO_S3_SECRET_ACCESS_KEY: 'test-secret' };
+    const id = await completedVideo({ ...lifecycle, ...storage, VIDEO_S3_SIGNED_URL_TTL_SECONDS: '900' });
+    expect((await retrieve(id)).url).toBe(`https://api.example.com/v1/videos/${id}/content/temporary`);
+    clock.advance(2_700_000);
+    await runDue();
+
+    const first = new URL((await retrieve(id)).url!);
+    expect(`${first.origin}${first.pathname}`).toBe(`${s3.url}/videos/org_1/${id}.mp4`);
+    expect(first.searchParams.get('X-Amz-Expires')).toBe('900');
+    expect(first.searchParams.get('X-Amz-Date')).toBe(new Date(clock.now()).toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, ''));
+    expect(first.searchParams.get('X-Amz-Signature')).toBe(expectedPresignedSignature(first.href, 'test-secret', 'us-east-1'));
+    expect(Buffer.from(await (await fetch(first)).arrayBuffer())).toEqual(mp4);
+
+    clock.advance(600_000);
+    const listed = (await running!.video.service.list({ org_id: 'org_1', limit: 20, order: 'desc' })).data.find((v) => v.id === id)!;
+    const again = new URL(listed.url!);
+    expect(again.searchParams.get('X-Amz-Date')).not.toBe(first.searchParams.get('X-Amz-Date'));
+    expect(again.searchParams.get('X-Amz-Signature')).toBe(expectedPresignedSignature(again.href, 'test-secret', 'us-east-1'));
+    await s3.close();
+  });
+
+  it('with S3 but no signed-URL lifetime, url names the permanent content path', async () => {
+    const s3 = await startFakeS3();
+    const id = await completedVideo({ ...lifecycle, VIDEO_S3_BUCKET: 'videos', VIDEO_S3_ENDPOINT: s3.url, VIDEO_S3_ACCESS_KEY_ID: 'k', VIDEO_S3_SECRET_ACCESS_KEY: 's' });
+    clock.advance(2_700_000);
+    await runDue();
+    expect((await retrieve(id)).url).toBe(`https://api.example.com/v1/videos/${id}/content/permanent`);
+    await s3.close();
   });
 
   it('answers 410 video_expired for a video whose service was down until past the temporary TTL', async () => {
@@ -313,8 +377,10 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     await runDue();
     await expect(retrieve(id)).rejects.toMatchObject({ status: 410, code: 'video_expired' });
     await expect(
-      running!.video.service.readContent({ org_id: 'org_1', video_id: id, variant: 'video', offset: 0, length: 8 }),
+      running!.video.service.readContent({ org_id: 'org_1', video_id: id, variant: 'video', copy: 'current', offset: 0, length: 8 }),
     ).rejects.toMatchObject({ status: 410 });
+    // Its temporary URL is gone too, as the video itself is: the spec's code, since it was never persisted.
+    await expect(read(id, 'temporary')).rejects.toMatchObject({ status: 410, code: 'video_expired' });
   });
 });
 
@@ -373,7 +439,7 @@ describe('video jobs on the simulator', () => {
     const { service } = await start();
     const created = await service.create(request);
     await running!.scheduler.runDue();
-    expect(await retrieve(created.id)).toMatchObject({ status: 'completed', progress: 100, url: `https://api.example.com/v1/videos/${created.id}/content` });
+    expect(await retrieve(created.id)).toMatchObject({ status: 'completed', progress: 100, url: `https://api.example.com/v1/videos/${created.id}/content/temporary` });
     await runDue();
     expect(await events(created.id)).toEqual([
       'VideoRequested',
@@ -418,7 +484,7 @@ describe('video jobs on the simulator', () => {
       expect((await stat(temporaryFile(id, 'mp4'))).ino).toBe((await stat(mp4!)).ino);
       expect((await stat(temporaryFile(id, 'webp'))).ino).toBe((await stat(webp!)).ino);
     }
-    const still = await service.readContent({ org_id: 'org_1', video_id: second.id, variant: 'thumbnail', offset: 0, length: 12 });
+    const still = await service.readContent({ org_id: 'org_1', video_id: second.id, variant: 'thumbnail', copy: 'current', offset: 0, length: 12 });
     expect(Buffer.from(still.data, 'base64').subarray(8, 12).toString('latin1')).toBe('WEBP');
 
     await service.delete({ org_id: 'org_1', video_id: first.id });

@@ -1,6 +1,6 @@
 import { type Clock, type IdSource, VideoNotifications } from '@oc/contracts';
-import { CommandHandler, type EventStore } from '@oc/eventstore';
-import type { DurableEventBus } from '@oc/messaging';
+import { CommandHandler, type EventStore, type StoredEvent } from '@oc/eventstore';
+import type { DurableEventBus, ServiceClient } from '@oc/messaging';
 import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
@@ -8,7 +8,8 @@ import { webhookReadModels } from './projections';
 import { type DestinationRules, type ResolveHost, resolveWithDns } from './adapters/destinations';
 import { HttpWebhookSender } from './adapters/http-sender';
 import { SecretBox } from './adapters/secret-box';
-import { Deliveries, type DeliveryPolicy } from './application/deliveries';
+import { Deliveries, type DeliveryPolicy, webhookEventOf } from './application/deliveries';
+import { EventFeed } from './application/event-feed';
 import { systemTimers, type Timers } from './application/scheduler';
 import { type RegistrationPolicy, WebhookService } from './application/webhooks';
 import { LOGGER, WEBHOOK_SERVICE, WebhookController } from './transport/webhook.controller';
@@ -32,6 +33,8 @@ export interface WebhookSettings {
   allowCidrs?: readonly string[];
   /** Extra CAs to trust (PEM), e.g. a local receiver's. */
   ca?: string[] | undefined;
+  /** Events held for listeners that reconnect with `Last-Event-ID` (`WEBHOOK_STREAM_REPLAY_EVENTS`). */
+  streamReplayEvents: number;
 }
 
 export interface WebhookRuntime {
@@ -41,6 +44,8 @@ export interface WebhookRuntime {
   projector?: ProjectorFactory;
   /** Where video events come from: JetStream over NATS, the shared event store embedded. */
   bus: DurableEventBus;
+  /** Where the live feed of events goes: broadcasts to the gateways' event streams. */
+  client: Pick<ServiceClient, 'broadcast'>;
   /** Defaults to VIDEO_EVENTS_CONSUMER. */
   consumerName?: string;
   clock: Clock;
@@ -116,6 +121,7 @@ export async function createWebhook(runtime: WebhookRuntime) {
     resolveHost: runtime.resolveHost ?? resolveWithDns,
     rotationGraceSeconds: settings.rotationGraceSeconds,
   };
+  const feed = new EventFeed(runtime.client, settings.streamReplayEvents, logger);
   const service = new WebhookService({
     eventStore: runtime.eventStore,
     commands,
@@ -127,17 +133,27 @@ export async function createWebhook(runtime: WebhookRuntime) {
     ids: runtime.ids,
     policy: registration,
     userAgent,
+    feed,
   });
   const resumed = await deliveries.resume();
   if (resumed > 0) logger.info({ resumed }, 'pending webhook deliveries resumed');
+  /** The durable consumer's handler: idempotent, since the bus redelivers after a crash. */
+  const onVideoEvent = async (event: StoredEvent) => {
+    const webhookEvent = webhookEventOf(event, logger);
+    if (!webhookEvent) return;
+    feed.publish(webhookEvent);
+    await deliveries.deliver(webhookEvent);
+  };
   const consumer = await runtime.bus.consume(
     runtime.consumerName ?? VIDEO_EVENTS_CONSUMER,
     { service: 'video', types: Object.keys(VideoNotifications) },
-    (event) => deliveries.onVideoEvent(event),
+    onVideoEvent,
   );
   return {
     service,
     deliveries,
+    feed,
+    onVideoEvent,
     projections,
     module: WebhookModule.register(service, logger),
     async close() {

@@ -46,6 +46,8 @@ export const WebhookConfigSchema = z.object({
   WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT: z.coerce.number().int().min(1).max(100).default(2),
   WEBHOOK_MAX_RESPONSE_BYTES: z.coerce.number().int().min(0).max(1_048_576).default(4_096),
   WEBHOOK_ROTATION_GRACE_SECONDS: z.coerce.number().int().min(0).max(30 * 86_400).default(86_400),
+  /** Video events held for event-stream listeners that reconnect with Last-Event-ID (a few KiB each at most). */
+  WEBHOOK_STREAM_REPLAY_EVENTS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
   /** A PEM file of extra CAs to trust for receivers (a private CA); certificates are verified regardless. */
   WEBHOOK_CA_FILE: z.string().refine(readable, 'must be a readable file of PEM certificates').optional(),
 });
@@ -99,5 +101,6 @@ export function webhookSettings(
     allowPrivate: config.WEBHOOK_ALLOW_PRIVATE === '1',
     allowCidrs: config.WEBHOOK_ALLOW_CIDRS,
     ca: config.WEBHOOK_CA_FILE ? [readFileSync(config.WEBHOOK_CA_FILE, 'utf8')] : undefined,
+    streamReplayEvents: config.WEBHOOK_STREAM_REPLAY_EVENTS,
   };
 }

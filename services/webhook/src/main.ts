@@ -26,11 +26,12 @@ await runServiceProcess({
   service: 'webhook',
   version: pkg.version,
   config,
-  create: async ({ eventStore, readModels, nc, logger }) =>
+  create: async ({ eventStore, readModels, client, nc, logger }) =>
     createWebhook({
       eventStore,
       readModels,
       bus: new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX }),
+      client,
       consumerName: config.WEBHOOK_CONSUMER,
       clock: systemClock,
       ids: sortableIds,

@@ -376,7 +376,7 @@ describe('delivery of video events', () => {
     const hook = await register(w, receiver.url);
     const stored = await w.emitVideo('VideoCompleted', ORG);
     await w.until(() => expect(receiver.received).toHaveLength(1));
-    await w.app.deliveries.onVideoEvent(stored);
+    await w.app.onVideoEvent(stored);
     w.timers.advance(60_000);
     await new Promise((r) => setImmediate(r));
     expect(receiver.received).toHaveLength(1);

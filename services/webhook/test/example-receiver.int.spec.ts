@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { HttpWebhookSender } from '../src/adapters/http-sender';
-import { signedRequest } from '../src/application/deliveries';
+import { signedRequest } from '../src/domain/signature';
 import { completedVideo } from './support';
 
 const SECRET = `whsec_${Buffer.alloc(32, 9).toString('base64')}`;

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ManualClock, type VideoEventData, type VideoNotificationType } from '@oc/contracts';
 import { type EventStore, openSqliteStores, type StoredEvent } from '@oc/eventstore';
-import { EventStoreEventBus } from '@oc/messaging';
+import { EventStoreEventBus, type ServiceClient } from '@oc/messaging';
 import { SqliteReadModelStore } from '@oc/readmodel';
 import { pino, type Logger } from 'pino';
 import { generate } from 'selfsigned';
@@ -145,6 +145,7 @@ export const testSettings = (overrides: Partial<WebhookSettings> = {}): WebhookS
   maxConcurrentPerEndpoint: 1,
   rotationGraceSeconds: 86_400,
   allowPrivate: true,
+  streamReplayEvents: 100,
   ...overrides,
 });
 
@@ -185,7 +186,7 @@ export const TEST_HOSTS: Record<string, string[]> = {
 };
 
 /** The webhook service in this process over a SQLite file, the embedded bus and a manual clock. */
-export async function startInProcess(settings: WebhookSettings, options: { logger?: Logger } = {}) {
+export async function startInProcess(settings: WebhookSettings, options: { logger?: Logger; client?: Pick<ServiceClient, 'broadcast'> } = {}) {
   const dir = await mkdtemp(join(tmpdir(), 'oc-webhook-'));
   const clock = new ManualClock(Date.now());
   const timers = new ManualTimers(clock);
@@ -197,6 +198,7 @@ export async function startInProcess(settings: WebhookSettings, options: { logge
       eventStore: stores.store,
       readModels: new SqliteReadModelStore({ filename: ':memory:' }),
       bus: new EventStoreEventBus({ eventStores: { video: stores.store }, checkpoints: stores.checkpoints }),
+      client: options.client ?? { broadcast: async () => {} },
       clock,
       ids: { next: (prefix) => `${prefix}${++seq}${Math.random().toString(36).slice(2, 8)}` },
       logger,

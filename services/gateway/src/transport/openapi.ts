@@ -1,4 +1,4 @@
-import { ApiErrorBodySchema, IdempotencyKeySchema } from '@oc/contracts';
+import { ApiErrorBodySchema, IdempotencyKeySchema, LastEventIdSchema } from '@oc/contracts';
 import { z } from 'zod';
 import type { Route } from './routes';
 
@@ -44,12 +44,17 @@ export function openApiDocument(version: string, v1: Route<unknown>[], admin: Ro
       ...(security === 'consoleSession' && route.method !== 'GET'
         ? [{ name: 'X-CSRF-Token', in: 'header', required: true, schema: { type: 'string' }, description: 'The csrf_token of GET /console/v1/session' }]
         : []),
+      ...(doc?.events
+        ? [{ name: 'Last-Event-ID', in: 'header', required: false, description: 'Resume after this event', schema: schemaOf(LastEventIdSchema, 'input') }]
+        : []),
     ];
     const headers = security === 'apiKey' ? RATE_LIMIT_HEADERS : {};
     const requestSchema = doc?.request ? schemaOf(doc.request, 'input') : undefined;
     const content: Record<string, unknown> = {
       ...(doc?.response ? { 'application/json': { schema: schemaOf(doc.response, 'output') } } : {}),
       ...Object.fromEntries((doc?.media ?? []).map((type) => [type, {}])),
+      // OpenAPI 3.1 cannot describe the events of a stream; their `data` is given as an extension.
+      ...(doc?.events ? { 'text/event-stream': { schema: { type: 'string' }, 'x-event-data': schemaOf(doc.events, 'output') } } : {}),
     };
     paths[path] ??= {};
     paths[path][route.method.toLowerCase()] = {

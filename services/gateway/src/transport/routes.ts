@@ -43,6 +43,8 @@ export interface Route<P = KeyPrincipal> {
     ranges?: boolean;
     /** Honours `Idempotency-Key`. */
     idempotent?: boolean;
+    /** Answers a resumable event stream (`Last-Event-ID`) whose events carry this as their `data`. */
+    events?: z.ZodType;
   };
   handle(ctx: RouteContext<P>): Promise<Reply<unknown> | void>;
 }

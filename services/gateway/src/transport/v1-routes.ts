@@ -1,11 +1,12 @@
 import { BalanceSchema, HealthSchema, MODELS, ModelListSchema, ModelSchema, notFound, Subjects } from '@oc/contracts';
 import { type ChatRouteOptions, chatRoutes } from './chat-routes';
 import type { Route } from './routes';
+import type { EventStreamOptions } from './event-stream-routes';
 import { webhookRoutes } from './webhook-routes';
 import { videoRoutes } from './video-routes';
 
 /** The public `/v1` surface: health, account and models here; each service's routes come from its own file. */
-export function v1Routes(version: string, now: () => number, chat: ChatRouteOptions = {}): Route[] {
+export function v1Routes(version: string, now: () => number, chat: ChatRouteOptions = {}, events: EventStreamOptions = {}): Route[] {
   return [
     {
       method: 'GET',
@@ -44,6 +45,6 @@ export function v1Routes(version: string, now: () => number, chat: ChatRouteOpti
     },
     ...chatRoutes(chat),
     ...videoRoutes(),
-    ...webhookRoutes(),
+    ...webhookRoutes({ now, ...events }),
   ];
 }

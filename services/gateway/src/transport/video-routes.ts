@@ -11,6 +11,7 @@ import {
   Subjects,
   unwrap,
   VIDEO_CONTENT_CHUNK_BYTES,
+  type VideoContentCopy,
   type VideoContentInfo,
   VideoContentQuery,
   VideoListSchema,
@@ -49,9 +50,9 @@ export function parseRange(header: string | undefined, size: number): { start: n
  * Streams a file from the video service in bounded base64 chunks over request/reply: the gateway never
  * opens storage itself. Headers (type, length, range) are decided from a first describe call.
  */
-async function sendContent(ctx: RouteContext): Promise<void> {
+async function sendContent(ctx: RouteContext, copy: VideoContentCopy): Promise<void> {
   const { variant } = parseOrThrow(VideoContentQuery, ctx.query, { variant: 'invalid_variant' });
-  const ref = { org_id: ctx.principal.org_id, video_id: ctx.params.id!, variant };
+  const ref = { org_id: ctx.principal.org_id, video_id: ctx.params.id!, variant, copy };
   const info = unwrap(
     await ctx.services.request<VideoContentInfo>(Subjects.video.describeContent, ref, { headers: ctx.headers }),
   );
@@ -168,7 +169,31 @@ export function videoRoutes(): Route[] {
         media: ['video/mp4', 'image/webp'],
         ranges: true,
       },
-      handle: sendContent,
+      handle: (ctx) => sendContent(ctx, 'current'),
+    },
+    {
+      method: 'GET',
+      path: '/v1/videos/:id/content/temporary',
+      scope: 'video:read',
+      doc: {
+        summary: "The temporary URL a completed video's url names at first: the file, for an hour after completion, then 410",
+        query: VideoContentQuery,
+        media: ['video/mp4', 'image/webp'],
+        ranges: true,
+      },
+      handle: (ctx) => sendContent(ctx, 'temporary'),
+    },
+    {
+      method: 'GET',
+      path: '/v1/videos/:id/content/permanent',
+      scope: 'video:read',
+      doc: {
+        summary: "The permanent copy a persisted video's url names when no CDN fronts the object store",
+        query: VideoContentQuery,
+        media: ['video/mp4', 'image/webp'],
+        ranges: true,
+      },
+      handle: (ctx) => sendContent(ctx, 'permanent'),
     },
   ];
 }

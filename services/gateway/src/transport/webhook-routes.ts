@@ -18,6 +18,7 @@ import {
   WebhookSchema,
   WebhookValidationCodes,
 } from '@oc/contracts';
+import { type EventStreamOptions, eventStreamRoute } from './event-stream-routes';
 import type { Route } from './routes';
 
 /** The test operation waits for the endpoint, up to the 30 s delivery deadline; the request gets a little more. */
@@ -25,11 +26,12 @@ const TEST_DELIVERY_TIMEOUT_MS = 35_000;
 
 /**
  * `/v1/webhooks`. The test operation, secret rotation, retry and recover change what is sent, so they
- * need `webhook:write`; the delivery log is read with `webhook:read`.
+ * need `webhook:write`; the delivery log and the event stream are read with `webhook:read`.
  */
-export function webhookRoutes(): Route[] {
+export function webhookRoutes(events: EventStreamOptions = {}): Route[] {
   const one = '/v1/webhooks/:webhook_id';
   return [
+    eventStreamRoute(events),
     {
       method: 'POST',
       path: '/v1/webhooks',

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import type { FileStore } from '../application/ports';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import type { FileStore, UrlSigner } from '../application/ports';
 
 export interface S3Options {
   bucket: string;
@@ -17,7 +18,7 @@ const isNotFound = (error: unknown) =>
   (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404;
 
 /** Permanent object storage on S3 or a compatible store; keys are the same relative paths as on disk. */
-export class S3FileStore implements FileStore {
+export class S3FileStore implements FileStore, UrlSigner {
   private readonly s3: S3Client;
 
   constructor(private readonly options: S3Options) {
@@ -59,6 +60,17 @@ export class S3FileStore implements FileStore {
 
   async remove(key: string): Promise<void> {
     await this.s3.send(new DeleteObjectCommand({ Bucket: this.options.bucket, Key: key }));
+  }
+
+  /**
+   * A presigned GET of the object (SigV4 in the query string), computed here without a request: anyone with
+   * the URL may download the object until `expiresInSeconds` after `nowMs`, and no longer.
+   */
+  signedUrl(key: string, expiresInSeconds: number, nowMs: number): Promise<string> {
+    return getSignedUrl(this.s3, new GetObjectCommand({ Bucket: this.options.bucket, Key: key }), {
+      expiresIn: expiresInSeconds,
+      signingDate: new Date(nowMs),
+    });
   }
 
   close(): void {

@@ -31,8 +31,9 @@ export interface JobDeps {
   clock: Clock;
   logger: Logger;
   timings: JobTimings;
-  contentUrl(videoId: string): string;
-  /** Where a persisted video is downloaded from: the CDN over the permanent store, or the content endpoint. */
+  /** The `url` of a completed video, until it is persisted: its temporary URL. */
+  temporaryUrl(videoId: string): string;
+  /** The `url` recorded at persistence: the CDN over the permanent store, or the permanent content path. */
   permanentUrl(video: { orgId: string; videoId: string }): string;
 }
 
@@ -165,7 +166,7 @@ export class VideoJobs {
         await this.apply(state.videoId, {
           type: 'CompleteGeneration',
           bytes,
-          url: this.deps.contentUrl(state.videoId),
+          url: this.deps.temporaryUrl(state.videoId),
           now: this.deps.clock.now(),
         });
         return this.track(state.videoId);

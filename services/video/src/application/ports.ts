@@ -57,6 +57,11 @@ export interface FileStore {
   remove(key: string): Promise<void>;
 }
 
+/** Time-limited download URLs of stored objects that need no key of ours (S3's presigned URLs). */
+export interface UrlSigner {
+  signedUrl(key: string, expiresInSeconds: number, nowMs: number): Promise<string>;
+}
+
 /** Runs a task once its time (by the injected clock) has come; one pending task per key. */
 export interface Scheduler {
   schedule(key: string, atMs: number, task: () => Promise<void>): void;

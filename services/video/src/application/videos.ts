@@ -10,11 +10,13 @@ import {
   invalidRequest,
   microsToUsd,
   type Video,
+  type VideoContentCopy,
   type VideoContentInfo,
   type VideoMessage,
   type VideoStatus,
 } from '@oc/contracts';
 import { type CommandHandler, KeyedMutex } from '@oc/eventstore';
+import type { Logger } from 'pino';
 import { pageAfter, type ReadModels } from '@oc/readmodel';
 import { violatesContentPolicy } from '../domain/content-policy';
 import { type PriceTable, videoPriceMicros } from '../domain/pricing';
@@ -34,6 +36,12 @@ export interface VideoServiceDeps {
   ids: IdSource;
   prices: PriceTable;
   timings: JobTimings;
+  /**
+   * A persisted video's `url` made at read time, when its object store signs URLs (S3 without a CDN):
+   * `undefined` keeps the URL recorded at persistence.
+   */
+  signPermanentUrl?: ((key: string) => Promise<string>) | undefined;
+  logger: Logger;
 }
 
 /** Videos a client can see: accepted (funds held), not deleted. */
@@ -78,12 +86,12 @@ export class VideoService {
   }
 
   async get(m: VideoMessage<'get'>): Promise<Video> {
-    return this.toVideo(await this.visible(m.org_id, m.video_id));
+    return this.present(await this.visible(m.org_id, m.video_id));
   }
 
   async list(m: VideoMessage<'list'>) {
     const page = await pageAfter(this.videos, { org_id: m.org_id, ...VISIBLE }, 'queued_at', m);
-    const data = page.data.map((doc) => this.toVideo(doc));
+    const data = await Promise.all(page.data.map((doc) => this.present(doc)));
     return {
       object: 'list' as const,
       data,
@@ -117,10 +125,30 @@ export class VideoService {
     return { data: (await store.read(key, m.offset, m.length)).toString('base64') };
   }
 
-  private async contentLocation(m: { org_id: string; video_id: string; variant: 'video' | 'thumbnail' }) {
+  /**
+   * Where a copy's bytes are. The temporary URL serves for `tempTtlMs` after completion, from the temporary
+   * file or, once persisted, from the permanent one, and is gone after that whatever became of the video; the
+   * permanent URL serves a persisted video only.
+   */
+  private async contentLocation(m: { org_id: string; video_id: string; variant: 'video' | 'thumbnail'; copy: VideoContentCopy }) {
     const doc = await this.visible(m.org_id, m.video_id);
     if (doc.status !== 'completed') {
       throw invalidRequest('video_not_ready', `Video ${doc._id} is ${doc.status}; its content is available once it is completed.`);
+    }
+    if (m.copy === 'temporary' && doc.completed_at !== null && this.deps.clock.now() >= doc.completed_at + this.deps.timings.tempTtlMs) {
+      const minutes = Math.round(this.deps.timings.tempTtlMs / 60_000);
+      throw new ApiError({
+        status: 410,
+        type: 'invalid_request_error',
+        code: 'temporary_url_expired',
+        message: `This temporary URL of video ${doc._id} expired ${minutes} minutes after the video completed; the video was persisted: GET /v1/videos/${doc._id} gives its permanent url.`,
+      });
+    }
+    if (m.copy === 'permanent' && !doc.persisted) {
+      throw invalidRequest(
+        'video_not_persisted',
+        `Video ${doc._id} is not persisted yet (x-persisted is false); until it is, download it from its url or /v1/videos/${doc._id}/content.`,
+      );
     }
     return {
       store: doc.persisted ? this.deps.permanent : this.deps.temporary,
@@ -251,6 +279,20 @@ export class VideoService {
       completed_at: null,
       expires_at: null,
     };
+  }
+
+  /** The video as a client reads it; a persisted one's signed URL is made afresh on every read. */
+  private async present(doc: VideoDoc): Promise<Video> {
+    const video = this.toVideo(doc);
+    const sign = this.deps.signPermanentUrl;
+    if (!doc.persisted || !sign) return video;
+    try {
+      return { ...video, url: await sign(fileKey({ orgId: doc.org_id, videoId: doc._id }, 'video')) };
+    } catch (err) {
+      // A read must not fail for it: the recorded URL (the permanent content path) still works with the key.
+      this.deps.logger.warn({ err, video_id: doc._id }, 'could not sign the permanent URL; answering the recorded one');
+      return video;
+    }
   }
 
   private toVideo(doc: VideoDoc): Video {

@@ -11,10 +11,10 @@ import {
 import type { CommandHandler, EventStore, StoredEvent } from '@oc/eventstore';
 import type { ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
-import type { WebhookRequest, WebhookSender } from '../adapters/http-sender';
+import type { WebhookSender } from '../adapters/http-sender';
 import type { SecretBox } from '../adapters/secret-box';
 import { type DeliveryCommand, deliveryDecider, deliveryStream } from '../domain/delivery';
-import { serviceSignature, standardWebhookSignature } from '../domain/signature';
+import { signedRequest } from '../domain/signature';
 import { type Webhook, type WebhookCommand, webhookDecider, webhookStream } from '../domain/webhook';
 import { Collections, type DeliveryDoc, type WebhookDoc } from '../projections/documents';
 import { DeliveryScheduler, type Timers } from './scheduler';
@@ -53,30 +53,29 @@ export function signingSecrets(webhook: Webhook, secrets: SecretBox, nowSeconds:
   return previousLive ? [current, secrets.open(webhook.previousSealedSecret!)] : [current];
 }
 
-/** The POST a receiver gets: the envelope as the raw body, signed in the spec's scheme and in Standard Webhooks'. */
-export function signedRequest(
-  url: string,
-  envelope: WebhookEnvelope,
-  secrets: readonly string[],
-  nowSeconds: number,
-  attempt: number,
-  userAgent: string,
-): WebhookRequest {
-  const body = JSON.stringify(envelope);
+/** A webhook event: what one organization's receivers get for one video event. */
+export interface WebhookEvent {
+  orgId: string;
+  envelope: WebhookEnvelope;
+}
+
+/**
+ * The webhook event a consumed video event makes: undefined for a type no webhook carries, and for an event
+ * that does not match its contract (no redelivery can fix it, so it is logged rather than allowed to block
+ * the consumer forever).
+ */
+export function webhookEventOf(event: StoredEvent, logger: Logger): WebhookEvent | undefined {
+  const type = event.type as VideoNotificationType;
+  const schema = VideoNotifications[type];
+  if (!schema) return undefined;
+  const parsed = schema.safeParse(event.data);
+  if (!parsed.success) {
+    logger.error({ event_id: event.id, type }, 'video event does not match its contract; not delivered');
+    return undefined;
+  }
   return {
-    url,
-    body,
-    headers: {
-      'content-type': 'application/json',
-      'user-agent': userAgent,
-      'x-service-signature': serviceSignature(secrets, nowSeconds, body),
-      'x-service-event-id': envelope.id,
-      'x-service-event-type': envelope.type,
-      'x-service-delivery-attempt': String(attempt),
-      'webhook-id': envelope.id,
-      'webhook-timestamp': String(nowSeconds),
-      'webhook-signature': standardWebhookSignature(secrets, envelope.id, nowSeconds, body),
-    },
+    orgId: parsed.data.org_id,
+    envelope: { id: webhookEventId(event.id), type: WEBHOOK_TYPE_OF[type], created: unixSeconds(event.created), data: parsed.data.video },
   };
 }
 
@@ -113,26 +112,11 @@ export class Deliveries {
     return pending.length;
   }
 
-  /** The durable consumer's handler: idempotent, since the bus redelivers after a crash. */
-  async onVideoEvent(event: StoredEvent): Promise<void> {
-    const type = event.type as VideoNotificationType;
-    const schema = VideoNotifications[type];
-    if (!schema) return;
-    const parsed = schema.safeParse(event.data);
-    if (!parsed.success) {
-      // No redelivery can fix a malformed event; say so rather than block the consumer forever.
-      this.deps.logger.error({ event_id: event.id, type }, 'video event does not match its contract; not delivered');
-      return;
-    }
-    const envelope: WebhookEnvelope = {
-      id: webhookEventId(event.id),
-      type: WEBHOOK_TYPE_OF[type],
-      created: unixSeconds(event.created),
-      data: parsed.data.video,
-    };
+  /** Schedules a delivery of the event to each of the organization's active webhooks subscribed to its type. */
+  async deliver({ orgId, envelope }: WebhookEvent): Promise<void> {
     const webhooks = await this.deps.readModels
       .collection<WebhookDoc>(Collections.webhooks)
-      .find({ org_id: parsed.data.org_id, is_active: true, events: { $elemMatch: { $eq: envelope.type } } });
+      .find({ org_id: orgId, is_active: true, events: { $elemMatch: { $eq: envelope.type } } });
     for (const webhook of webhooks) await this.schedule(webhook._id, webhook.org_id, envelope);
   }
 

@@ -22,10 +22,11 @@ import { pageAfter, type ReadModels } from '@oc/readmodel';
 import { type DestinationRules, isRefusedDestination, type ResolveHost } from '../adapters/destinations';
 import type { WebhookSender } from '../adapters/http-sender';
 import type { SecretBox } from '../adapters/secret-box';
-import { formatSecret } from '../domain/signature';
+import { formatSecret, signedRequest } from '../domain/signature';
 import { type WebhookCommand, webhookDecider, webhookStream } from '../domain/webhook';
 import { type AttemptDoc, Collections, type DeliveryDoc, type WebhookDoc } from '../projections/documents';
-import { type Deliveries, signedRequest, signingSecrets } from './deliveries';
+import { type Deliveries, signingSecrets } from './deliveries';
+import type { EventFeed } from './event-feed';
 
 export interface RegistrationPolicy {
   /** Development only: `http://` URLs for local receivers. */
@@ -48,6 +49,7 @@ export interface WebhookServiceDeps {
   ids: IdSource;
   policy: RegistrationPolicy;
   userAgent: string;
+  feed: EventFeed;
 }
 
 /** Registration, the test operation, rotation, and the owner's view of deliveries. */
@@ -225,6 +227,11 @@ export class WebhookService {
       .find({ webhook_id: m.webhook_id, org_id: m.org_id, status: 'failed', created: { $gte: m.since } }, { sort: { created: 1 } });
     for (const d of failed) await this.deps.deliveries.requeue(d._id, m.webhook_id, m.org_id);
     return { object: 'webhook_recovery' as const, webhook_id: m.webhook_id, since: m.since, requeued: failed.length };
+  }
+
+  /** What a listener that reconnects missed; answering at all tells the gateway that the feed is there. */
+  replayEvents(m: WebhookMessage<'replayEvents'>) {
+    return this.deps.feed.replay({ orgId: m.org_id, after: m.after, types: m.types, limit: m.limit });
   }
 
   async ping() {

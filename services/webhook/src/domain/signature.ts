@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import type { WebhookEnvelope } from '@oc/contracts';
 
 /**
  * The spec's (and Stripe's) scheme: `t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`, keyed with the
@@ -25,3 +26,41 @@ export function standardWebhookSignature(secrets: readonly string[], messageId: 
 
 /** `whsec_` + base64 of 32 random bytes: usable as-is by Stripe's and Standard Webhooks' verifiers. */
 export const formatSecret = (bytes: Buffer) => `whsec_${bytes.toString('base64')}`;
+
+/** A POST as a receiver gets it: the envelope as the raw body, and the headers that sign and describe it. */
+export interface SignedRequest {
+  url: string;
+  body: string;
+  headers: Record<string, string>;
+}
+
+/**
+ * The delivery request, signed in the spec's scheme and in Standard Webhooks'. Deliveries, the test
+ * operation and `oc webhooks listen` (which forwards the event stream to a local URL) all build it here, so
+ * a receiver cannot tell them apart but for `User-Agent`.
+ */
+export function signedRequest(
+  url: string,
+  envelope: WebhookEnvelope,
+  secrets: readonly string[],
+  nowSeconds: number,
+  attempt: number,
+  userAgent: string,
+): SignedRequest {
+  const body = JSON.stringify(envelope);
+  return {
+    url,
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'user-agent': userAgent,
+      'x-service-signature': serviceSignature(secrets, nowSeconds, body),
+      'x-service-event-id': envelope.id,
+      'x-service-event-type': envelope.type,
+      'x-service-delivery-attempt': String(attempt),
+      'webhook-id': envelope.id,
+      'webhook-timestamp': String(nowSeconds),
+      'webhook-signature': standardWebhookSignature(secrets, envelope.id, nowSeconds, body),
+    },
+  };
+}

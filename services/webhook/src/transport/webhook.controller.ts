@@ -68,6 +68,11 @@ export class WebhookController {
     return answer(WebhookMessages.recover, p, (m) => this.webhooks.recover(m), this.unexpected);
   }
 
+  @MessagePattern(Subjects.webhook.replayEvents)
+  replayEvents(@Payload() p: unknown) {
+    return answer(WebhookMessages.replayEvents, p, async (m) => this.webhooks.replayEvents(m), this.unexpected);
+  }
+
   @MessagePattern(Subjects.webhook.ping)
   ping(@Payload() p: unknown) {
     return answer(z.unknown(), p, () => this.webhooks.ping(), this.unexpected);
