@@ -15,7 +15,9 @@ const port = Number(env.PORT ?? 8080);
 const host = env.HOST ?? '0.0.0.0';
 const local = `http://127.0.0.1:${port}`;
 
-execFileSync(process.execPath, [join(root, 'scripts/ensure-built.mjs'), ...SERVICES.map((s) => `services/${s}`)], { stdio: 'inherit' });
+execFileSync(process.execPath, [join(root, 'scripts/ensure-built.mjs'), 'services/dashboard', ...SERVICES.map((s) => `services/${s}`)], {
+  stdio: 'inherit',
+});
 mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 
 /** As `pnpm start`: ADMIN_TOKEN if set, else the one kept in DATA_DIR, else a new one kept there. */
@@ -41,7 +43,8 @@ const common = {
   WEBHOOK_MODE: env.WEBHOOK_MODE ?? 'development',
 };
 const own = {
-  gateway: { PORT: String(port), HOST: host, ADMIN_TOKEN: admin.token },
+  // As in `pnpm start`: the console is reached over plain http://127.0.0.1, where a Secure cookie would be dropped.
+  gateway: { PORT: String(port), HOST: host, ADMIN_TOKEN: admin.token, CONSOLE_COOKIE_SECURE: env.CONSOLE_COOKIE_SECURE ?? '0' },
   video: { PUBLIC_BASE_URL: env.PUBLIC_BASE_URL ?? local },
 };
 
@@ -119,7 +122,11 @@ if (!(await ready())) {
   }
 } else {
   const demo = await demoOnFirstStart();
-  const lines = [`OC API listening on ${local} (distributed: ${SERVICES.join(', ')} over ${common.NATS_URL}; data in ${dataDir})`, admin.note];
+  const lines = [
+    `OC API listening on ${local} (distributed: ${SERVICES.join(', ')} over ${common.NATS_URL}; data in ${dataDir})`,
+    admin.note,
+    `Web console: ${local}/dashboard/ (operators sign in with the admin token; oc members create adds an organization's members)`,
+  ];
   if (demo) {
     lines.push(
       `Demo organization ${demo.organization.id} with $10.00 of credit, and an API key with every scope (shown only now):`,

@@ -27,6 +27,7 @@ const gateway = await createGateway({
   trustedProxies: config.TRUSTED_PROXIES,
   chatInFlightPerOrganization: config.CHAT_MAX_IN_FLIGHT_PER_ORG,
   authFailuresPerMinute: config.AUTH_FAILURES_PER_MINUTE,
+  consoleSecureCookie: config.CONSOLE_COOKIE_SECURE !== '0',
 });
 const server = await gateway.listen(config.PORT, config.HOST, config);
 logger.info({ port: config.PORT }, 'gateway listening');

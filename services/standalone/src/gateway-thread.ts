@@ -45,6 +45,7 @@ async function run(data: GatewayThreadData) {
     trustedProxies: config.TRUSTED_PROXIES,
     chatInFlightPerOrganization: config.CHAT_MAX_IN_FLIGHT_PER_ORG,
     authFailuresPerMinute: config.AUTH_FAILURES_PER_MINUTE,
+    consoleSecureCookie: config.CONSOLE_COOKIE_SECURE === '1',
   });
   const server = await gateway.listen(config.PORT, config.HOST, config);
   const tell = (event: GatewayThreadEvent) => parentPort!.postMessage(event);

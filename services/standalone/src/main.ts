@@ -17,6 +17,7 @@ const lines = [
     : app.adminTokenFile
       ? `Admin token: in ${app.adminTokenFile}`
       : 'Admin token: from ADMIN_TOKEN',
+  `Web console: ${app.url}/dashboard/ (operators sign in with the admin token; oc members create adds an organization's members)`,
 ];
 if (app.demo) {
   lines.push(

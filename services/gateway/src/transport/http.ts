@@ -25,6 +25,9 @@ import type { KeyAuthenticator } from '../application/authenticator';
 import type { KeyUsageRecorder } from '../application/key-usage';
 import type { RateLimits, RateLimitState } from '../application/rate-limits';
 import { anonymousWindow, DEFAULT_AUTH_FAILURES_PER_MINUTE, requestWindows } from '../domain/limits';
+import type { ConsoleSessions } from '../application/console-sessions';
+import { consoleApi, dashboardFiles } from './console';
+import type { ConsoleRoute } from './console-routes';
 import { openApiDocument } from './openapi';
 import { compile, match, type Route, type RouteContext } from './routes';
 
@@ -43,6 +46,8 @@ export interface GatewayDeps {
   version: string;
   v1: Route[];
   admin: Route<'admin'>[];
+  /** The web console's API (`/console/v1`) and its sessions; absent, the gateway has no console API. */
+  console?: { routes: ConsoleRoute[]; sessions: ConsoleSessions };
   /** Per client address, for requests that fail authentication (`AUTH_FAILURES_PER_MINUTE`). */
   anonymousPerMinute?: number;
   /**
@@ -76,7 +81,7 @@ export function createGatewayApp(deps: GatewayDeps) {
   // The contract, public like the spec itself; built once, from the same routes and schemas that serve requests.
   let openApi: unknown;
   app.get('/openapi.json', (_req, res) => {
-    openApi ??= openApiDocument(deps.version, deps.v1 as Route<unknown>[], deps.admin as Route<unknown>[]);
+    openApi ??= openApiDocument(deps.version, deps.v1 as Route<unknown>[], deps.admin as Route<unknown>[], (deps.console?.routes ?? []) as Route<unknown>[]);
     res.json(openApi);
   });
 
@@ -145,6 +150,10 @@ export function createGatewayApp(deps: GatewayDeps) {
     await run(found.route, found.params, 'admin', req, res, deps);
   });
 
+  // After /v1 and /admin/v1, so that neither passes through anything of the console's.
+  if (deps.console) app.use('/console/v1', consoleApi(deps, deps.console.routes, deps.console.sessions));
+  app.use('/dashboard', dashboardFiles());
+
   app.use((req: Request, res: Response) => sendError(res, unknownUrl(req.method, req.path)));
 
   // Express's last resort: anything thrown outside a route still gets the spec's body, never a stack.
@@ -157,7 +166,7 @@ export function createGatewayApp(deps: GatewayDeps) {
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
-async function run<P>(
+export async function run<P>(
   route: Route<P>,
   params: Record<string, string>,
   principal: P,
@@ -312,7 +321,7 @@ function sendReply(res: Response, reply: Reply<unknown>) {
 }
 
 /** The one exit for failures: body-parser errors, API errors, and anything unexpected (logged, never shown). */
-function sendError(res: Response, raw: unknown, logger?: Logger) {
+export function sendError(res: Response, raw: unknown, logger?: Logger) {
   const error = bodyParserError(raw, res.req?.headers['content-encoding']) ?? toApiError(raw);
   if (error.status >= 500 && !(raw instanceof ApiError)) logger?.error({ err: raw }, 'unexpected error');
   if (error.retryAfter !== undefined) res.setHeader('Retry-After', String(error.retryAfter));
@@ -364,16 +373,16 @@ function apiReference() {
   return router;
 }
 
-function setRateLimitHeaders(res: Response, state: RateLimitState) {
+export function setRateLimitHeaders(res: Response, state: RateLimitState) {
   res.setHeader('X-RateLimit-Limit', String(state.limit));
   res.setHeader('X-RateLimit-Remaining', String(state.remaining));
   res.setHeader('X-RateLimit-Reset', String(state.reset));
 }
 
-const unknownUrl = (method: string, path: string) =>
+export const unknownUrl = (method: string, path: string) =>
   notFound('unknown_url', `Unrecognized request URL (${method}: ${path}).`);
 
-function methodNotAllowed(res: Response, method: string, path: string, allow: string[]) {
+export function methodNotAllowed(res: Response, method: string, path: string, allow: string[]) {
   res.setHeader('Allow', allow.join(', '));
   return new ApiError({
     status: 405,
