@@ -1,9 +1,10 @@
+import { telemetry } from './gateway-telemetry';
 import 'reflect-metadata';
 import type { AddressInfo } from 'node:net';
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { clockFromShared, type ShareableClock } from '@oc/contracts';
 import { createGateway, RateLimits } from '@oc/gateway';
-import { ThreadServiceClient } from '@oc/messaging';
+import { ThreadServiceClient, traceServiceClient } from '@oc/messaging';
 import { createLogger } from '@oc/telemetry';
 import type { StandaloneConfig } from './config';
 
@@ -28,7 +29,8 @@ export type GatewayThreadEvent = { kind: 'listening'; port: number } | { kind: '
 async function run(data: GatewayThreadData) {
   const { config } = data;
   const logger = createLogger({ service: 'gateway', level: config.LOG_LEVEL });
-  const services = new ThreadServiceClient(data.port);
+  const thread = new ThreadServiceClient(data.port);
+  const services = telemetry.enabled ? traceServiceClient(thread, { system: 'thread' }) : thread;
   const redis = config.REDIS_URL
     ? new (await import('ioredis')).Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
     : undefined;
@@ -54,6 +56,7 @@ async function run(data: GatewayThreadData) {
     await gateway.close();
     await services.close();
     redis?.disconnect();
+    await telemetry.shutdown();
     tell({ kind: 'closed' });
     parentPort!.close();
   });

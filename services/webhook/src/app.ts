@@ -1,5 +1,5 @@
 import { type Clock, type IdSource, VideoNotifications } from '@oc/contracts';
-import { CommandHandler, type EventStore, type StoredEvent } from '@oc/eventstore';
+import { causedBy, CommandHandler, type EventStore, type StoredEvent } from '@oc/eventstore';
 import type { DurableEventBus, ServiceClient } from '@oc/messaging';
 import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
@@ -142,7 +142,8 @@ export async function createWebhook(runtime: WebhookRuntime) {
     const webhookEvent = webhookEventOf(event, logger);
     if (!webhookEvent) return;
     feed.publish(webhookEvent);
-    await deliveries.deliver(webhookEvent);
+    // The deliveries continue the video event's causal chain (and, traced, its trace).
+    await deliveries.deliver(webhookEvent, causedBy(event));
   };
   const consumer = await runtime.bus.consume(
     runtime.consumerName ?? VIDEO_EVENTS_CONSUMER,

@@ -21,6 +21,7 @@ import {
 } from '@oc/contracts';
 import type { CommandHandler, EventMetadata, EventStore } from '@oc/eventstore';
 import { pageAfter, type ReadModels } from '@oc/readmodel';
+import { telemetryEnabled } from '@oc/telemetry';
 import { accountDecider, type AccountCommand, accountStream } from '../domain/account';
 import { apiKeyDecider, type ApiKeyCommand, apiKeyStream } from '../domain/api-key';
 import { consoleSessionDecider, consoleSessionStream } from '../domain/console-session';
@@ -37,6 +38,7 @@ import {
   type OpenReservationDoc,
   type OrganizationDoc,
 } from '../projections/documents';
+import { recordReservation } from './telemetry';
 
 /** Lets every gateway forget a key or an organization's cached limits before we answer. */
 export interface GatewayNotifier {
@@ -77,7 +79,9 @@ export class BillingService {
 
   /** Stored when this resolves; the read models show it to any query made after (`readYourWrites`). */
   private account(command: AccountCommand, metadata?: EventMetadata) {
-    return this.deps.commands.handle(accountStream(command.orgId), accountDecider, command, metadata);
+    const handled = this.deps.commands.handle(accountStream(command.orgId), accountDecider, command, metadata);
+    if (telemetryEnabled()) handled.then((result) => recordReservation(command, result), (error: unknown) => recordReservation(command, { error }));
+    return handled;
   }
 
   private apiKey(command: ApiKeyCommand) {

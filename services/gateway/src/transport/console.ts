@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { ApiError, type ConsolePrincipal, rateLimited } from '@oc/contracts';
+import { setHttpRoute } from '@oc/telemetry';
 import express, { type Request, type Response } from 'express';
 import type { ConsoleSessions } from '../application/console-sessions';
 import { consoleSessionWindow } from '../domain/limits';
@@ -47,6 +48,7 @@ export function consoleApi(deps: GatewayDeps, routes: ConsoleRoute[], sessions: 
     const path = `/console/v1${req.path}`;
     try {
       const found = match(compiled, req.method, path);
+      if (found.kind === 'found') setHttpRoute(found.route.path);
       if (found.kind === 'not_found') return sendError(res, unknownUrl(req.method, path));
       if (found.kind === 'method_not_allowed') return sendError(res, methodNotAllowed(res, req.method, path, found.allow));
       const route = found.route as ConsoleRoute;

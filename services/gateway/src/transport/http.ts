@@ -6,6 +6,7 @@ import type { Duplex } from 'node:stream';
 import {
   ApiError,
   type Clock,
+  PROBE_PATHS,
   invalidApiKey,
   invalidRequest,
   insufficientScope,
@@ -16,7 +17,7 @@ import {
   toApiError,
 } from '@oc/contracts';
 import type { ServiceClient } from '@oc/messaging';
-import { injectTraceHeaders } from '@oc/telemetry';
+import { setHttpRoute } from '@oc/telemetry';
 import busboy from 'busboy';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
@@ -86,11 +87,11 @@ export function createGatewayApp(deps: GatewayDeps) {
 
   app.use('/docs', apiReference());
 
-  app.get('/healthz', (_req, res) => {
+  app.get(PROBE_PATHS.liveness, (_req, res) => {
     res.json({ status: 'ok' });
   });
 
-  app.get('/readyz', async (_req, res) => {
+  app.get(PROBE_PATHS.readiness, async (_req, res) => {
     try {
       await deps.ready();
       res.json({ status: 'ready' });
@@ -117,6 +118,7 @@ export function createGatewayApp(deps: GatewayDeps) {
     }
 
     const found = match(v1, req.method, path);
+    if (found.kind === 'found') setHttpRoute(found.route.path);
     const chat = found.kind === 'found' && found.route.chat === true;
     const outcome = await deps.limits.consume(requestWindows(principal, chat));
     setRateLimitHeaders(res, outcome.headers);
@@ -142,6 +144,7 @@ export function createGatewayApp(deps: GatewayDeps) {
       );
     }
     const found = match(admin, req.method, path);
+    if (found.kind === 'found') setHttpRoute(found.route.path);
     if (found.kind === 'not_found') return sendError(res, unknownUrl(req.method, path));
     if (found.kind === 'method_not_allowed') return sendError(res, methodNotAllowed(res, req.method, path, found.allow));
     await run(found.route, found.params, 'admin', req, res, deps);
@@ -160,6 +163,8 @@ export function createGatewayApp(deps: GatewayDeps) {
 
   return app;
 }
+
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
 export async function run<P>(
   route: Route<P>,
@@ -185,7 +190,8 @@ export async function run<P>(
       body,
       services: deps.services,
       limits: deps.limits,
-      headers: injectTraceHeaders(),
+      // Trace context is added by the traced client when telemetry is on; nothing is allocated here.
+      headers: NO_HEADERS,
     };
     const reply = await route.handle(ctx);
     if (reply) sendReply(res, reply);

@@ -1,10 +1,12 @@
 import { ApiError, type Clock, type VideoFailureCode } from '@oc/contracts';
-import type { CommandHandler, EventStore } from '@oc/eventstore';
+import { causedBy, type CommandHandler, type EventStore } from '@oc/eventstore';
+import { inSpan } from '@oc/telemetry';
 import type { ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { type ActiveVideo, settlementDue, type VideoCommand, videoDecider, type VideoState, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
 import type { Billing, FileStore, GeneratedVideo, GenerationJob, Renderer, Scheduler, VideoProvider } from './ports';
+import { recordVideoEvents } from './telemetry';
 
 export interface JobTimings {
   /** A job still unfinished this long after it was queued fails with `timeout`. */
@@ -79,10 +81,23 @@ export class VideoJobs {
     }
   }
 
-  /** What is due now for this video. */
+  /**
+   * What is due now for this video. A step runs seconds or minutes after the request that created the video,
+   * and continues its trace (the stream's first event recorded it) and its causal chain (`apply`).
+   */
   private async due(videoId: string): Promise<void> {
-    const state = await this.deps.commands.load(videoStream(videoId), videoDecider);
+    const stream = videoStream(videoId);
+    const state = await this.deps.commands.load(stream, videoDecider);
     if (state.status === 'absent') return;
+    const origin = await this.deps.commands.origin(stream);
+    await inSpan(
+      'video job step',
+      { parent: origin?.metadata.traceparent, attributes: { 'oc.video_id': videoId, 'oc.video.state': state.status, 'gen_ai.request.model': state.model } },
+      () => this.dueNow(state),
+    );
+  }
+
+  private async dueNow(state: ActiveVideo): Promise<void> {
     if (settlementDue(state)) await this.settle(state);
     if (state.deleted) return;
     const now = this.deps.clock.now();
@@ -225,8 +240,15 @@ export class VideoJobs {
     for (const variant of variants) await temporary.remove(fileKey(state, variant));
   }
 
-  /** Appends what the command decides; queries wait for the read model themselves (`readYourWrites`). */
+  /**
+   * Appends what the command decides, caused by the video's creation; queries wait for the read model themselves
+   * (`readYourWrites`).
+   */
   private async apply(videoId: string, command: VideoCommand): Promise<VideoState> {
-    return (await this.deps.commands.handle(videoStream(videoId), videoDecider, command)).state;
+    const stream = videoStream(videoId);
+    const origin = await this.deps.commands.origin(stream);
+    const { state, events } = await this.deps.commands.handle(stream, videoDecider, command, origin && causedBy(origin));
+    recordVideoEvents(events, state, this.deps.clock.now());
+    return state;
   }
 }
