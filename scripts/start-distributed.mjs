@@ -22,7 +22,9 @@ if (!Number.isInteger(replicas) || replicas < 1 || replicas > 8) {
 }
 const gateways = Array.from({ length: replicas }, (_, i) => `http://127.0.0.1:${port + i}`);
 
-execFileSync(process.execPath, [join(root, 'scripts/ensure-built.mjs'), ...SERVICES.map((s) => `services/${s}`)], { stdio: 'inherit' });
+execFileSync(process.execPath, [join(root, 'scripts/ensure-built.mjs'), 'services/dashboard', ...SERVICES.map((s) => `services/${s}`)], {
+  stdio: 'inherit',
+});
 mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 
 /** As `pnpm start`: ADMIN_TOKEN if set, else the one kept in DATA_DIR, else a new one kept there. */
@@ -55,7 +57,17 @@ const common = {
  * (video files, the webhook key) shared with its other replicas. Replica 1 keeps the one-replica layout.
  */
 function processEnv(service, n) {
-  if (service === 'gateway') return { ...common, DATA_DIR: join(dataDir, service), PORT: String(port + n - 1), HOST: host, ADMIN_TOKEN: admin.token };
+  if (service === 'gateway') {
+    return {
+      ...common,
+      DATA_DIR: join(dataDir, service),
+      PORT: String(port + n - 1),
+      HOST: host,
+      ADMIN_TOKEN: admin.token,
+      // As in `pnpm start`: the console is reached over plain http://127.0.0.1, where a Secure cookie would be dropped.
+      CONSOLE_COOKIE_SECURE: env.CONSOLE_COOKIE_SECURE ?? '0',
+    };
+  }
   return {
     ...common,
     DATA_DIR: join(dataDir, service),
@@ -155,7 +167,11 @@ if (!(await ready())) {
 } else {
   const demo = await demoOnFirstStart();
   const what = replicas > 1 ? `distributed: ${replicas} of each of ${SERVICES.join(', ')}` : `distributed: ${SERVICES.join(', ')}`;
-  const lines = [`OC API listening on ${gateways.join(' and ')} (${what} over ${common.NATS_URL}; data in ${dataDir})`, admin.note];
+  const lines = [
+    `OC API listening on ${gateways.join(' and ')} (${what} over ${common.NATS_URL}; data in ${dataDir})`,
+    admin.note,
+    `Web console: ${local}/dashboard/ (operators sign in with the admin token; oc members create adds an organization's members)`,
+  ];
   if (replicas > 1 && !env.REDIS_URL) {
     lines.push('Rate limits are counted by each gateway on its own; set REDIS_URL (e.g. redis://127.0.0.1:6379) to share them exactly.');
   }

@@ -52,6 +52,8 @@ export const OPTIONS = {
   session: { type: 'string' },
   'max-tokens': { type: 'string' },
   days: { type: 'string' },
+  email: { type: 'string' },
+  password: { type: 'string' },
   'forward-to': { type: 'string' },
   events: { type: 'string' },
   'print-secret': { type: 'boolean' },

@@ -4,13 +4,15 @@ import { CHAT_COMMANDS } from './chat';
 import { type Client, client } from './client';
 import { CliError, type Command, type Io, parse, type Print, UsageError } from './command';
 import { DEFAULT_URL, type Profile, profilePath, readProfile } from './profile';
+import { MEMBER_COMMANDS } from './members';
 import { VIDEO_COMMANDS } from './videos';
 import { WEBHOOK_COMMANDS } from './webhooks';
 
 export type { Io } from './command';
 
 const API_COMMANDS = [...ACCOUNT_COMMANDS, ...VIDEO_COMMANDS, ...CHAT_COMMANDS, ...WEBHOOK_COMMANDS];
-const COMMANDS = [...API_COMMANDS, ...ADMIN_COMMANDS];
+const OPERATOR_COMMANDS = [...ADMIN_COMMANDS, ...MEMBER_COMMANDS];
+const COMMANDS = [...API_COMMANDS, ...OPERATOR_COMMANDS];
 
 const GLOBAL_OPTIONS = ['url', 'token', 'json', 'help'] as const;
 
@@ -20,7 +22,7 @@ With an API key (oc login --key, or OC_API_KEY):
 ${API_COMMANDS.map((c) => `  ${c.usage}`).join('\n')}
 
 Operating the service, with the admin token (oc login --token, or OC_ADMIN_TOKEN):
-${ADMIN_COMMANDS.map((c) => `  ${c.usage}`).join('\n')}
+${OPERATOR_COMMANDS.map((c) => `  ${c.usage}`).join('\n')}
 
   oc help
 

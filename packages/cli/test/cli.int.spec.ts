@@ -384,6 +384,70 @@ describe('oc against a recording admin API', () => {
     });
   });
 
+  describe('oc members', () => {
+    const member = { id: 'mem_1', object: 'member', organization_id: 'org_1', email: 'ada@acme.test', name: 'Ada', created: JAN_1_2025 };
+    async function ocWithStdin(stdin: string[], ...argv: string[]) {
+      let stdout = '';
+      let stderr = '';
+      const code = await run(argv, {
+        stdout: { write: (s: string) => (stdout += s) },
+        stderr: { write: (s: string) => (stderr += s) },
+        stdin: (async function* () {
+          yield* stdin;
+        })(),
+        env: { OC_ADMIN_URL: baseUrl, OC_ADMIN_TOKEN: 'adm_token', OC_CONFIG: NO_PROFILE },
+      });
+      return { code, stdout, stderr };
+    }
+
+    it('creates a member with the password read from stdin, spaces kept, and never prints it', async () => {
+      answer('POST', '/admin/v1/organizations/org_1/members', member);
+      const { code, stdout } = await ocWithStdin([' my long pass phrase \n'], 'members', 'create', 'org_1', '--email', 'ada@acme.test', '--name', 'Ada', '--password', '-');
+      expect(code).toBe(0);
+      expect(requests[0]).toMatchObject({
+        method: 'POST',
+        url: '/admin/v1/organizations/org_1/members',
+        headers: { authorization: 'Bearer adm_token' },
+        body: { email: 'ada@acme.test', name: 'Ada', password: ' my long pass phrase ' },
+      });
+      expect(stdout).toMatch(/^Added ada@acme.test \(mem_1\) to org_1; they sign in at \/dashboard\n/);
+      expect(stdout).not.toContain('pass phrase');
+    });
+
+    it('generates a password when none is given and shows it once (on stderr with --json)', async () => {
+      answer('POST', '/admin/v1/organizations/org_1/members', member);
+      const human = await ocWithStdin([], 'members', 'create', 'org_1', '--email', 'ada@acme.test');
+      const sent = (requests[0]!.body as { password: string }).password;
+      expect(sent).toMatch(/^[A-Za-z0-9_-]{24}$/);
+      expect(human.stdout.split(sent)).toHaveLength(2);
+      expect(human.stdout).toContain('shown only now');
+
+      const json = await ocWithStdin([], 'members', 'create', 'org_1', '--email', 'ada@acme.test', '--json');
+      expect(JSON.parse(json.stdout)).toEqual(member);
+      expect(json.stderr).toBe(`Password (shown only now): ${(requests[1]!.body as { password: string }).password}\n`);
+    });
+
+    it('refuses a password on the command line', async () => {
+      const { code, stderr } = await ocWithStdin([], 'members', 'create', 'org_1', '--email', 'a@b.test', '--password', 'hunter2hunter2');
+      expect(code).toBe(2);
+      expect(stderr).toMatch(/^error: --password takes only -/);
+      expect(requests).toHaveLength(0);
+    });
+
+    it('lists and removes members', async () => {
+      answer('GET', '/admin/v1/organizations/org_1/members', { object: 'list', data: [member], has_more: false });
+      answer('DELETE', '/admin/v1/organizations/org_1/members/mem_1', member);
+      const list = await ocWithStdin([], 'members', 'list', 'org_1');
+      expect(list.stdout).toMatch(/^ID\s+EMAIL\s+NAME\s+CREATED\nmem_1\s+ada@acme.test\s+Ada\s+/);
+      const removed = await ocWithStdin([], 'members', 'remove', 'org_1', 'mem_1');
+      expect(removed).toMatchObject({ code: 0, stdout: 'Removed ada@acme.test (mem_1)\n' });
+      expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual([
+        'GET /admin/v1/organizations/org_1/members',
+        'DELETE /admin/v1/organizations/org_1/members/mem_1',
+      ]);
+    });
+  });
+
   describe('configuration', () => {
     it('--url and --token override the environment, and no token sends no Authorization', async () => {
       answer('GET', '/admin/v1/organizations/org_1', org);

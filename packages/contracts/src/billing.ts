@@ -42,6 +42,48 @@ export const CreateApiKeyBody = z.strictObject({
   mode: z.enum(['live', 'test']).default('live'),
 });
 
+/** An email address as members sign in with it: trimmed and lower-cased, so one address is one member. */
+export const EmailSchema = z.string().trim().toLowerCase().pipe(z.email().max(254));
+
+/** Long enough to resist guessing within the sign-in limits, short enough to bound hashing work. */
+export const PasswordSchema = z.string().min(12).max(256);
+
+export const CreateMemberBody = z.strictObject({
+  email: EmailSchema,
+  name: z.string().trim().min(1).max(200).optional(),
+  password: PasswordSchema,
+});
+
+export const MemberSchema = z.object({
+  id: z.string(),
+  object: z.literal('member'),
+  organization_id: z.string(),
+  email: z.string(),
+  name: z.string().nullable(),
+  created: z.int(),
+});
+export type Member = z.infer<typeof MemberSchema>;
+
+/** What captures charged an organization per UTC day, oldest first, every day of the window present. */
+export const DailySpendSchema = z.object({
+  object: z.literal('daily_spend'),
+  organization_id: z.string(),
+  days: z.array(z.object({ date: z.string(), amount: z.number() })),
+  total: z.number(),
+  currency: z.literal('usd'),
+});
+export type DailySpend = z.infer<typeof DailySpendSchema>;
+
+/** Requests each key made per UTC day (as gateways reported them), oldest first; days without requests left out. */
+export const KeyDailyUsageSchema = z.object({
+  object: z.literal('list'),
+  data: z.array(z.object({ key_id: z.string(), date: z.string(), requests: z.int() })),
+  has_more: z.boolean(),
+});
+export type KeyDailyUsage = z.infer<typeof KeyDailyUsageSchema>;
+
+export const DaysQuery = z.object({ days: z.coerce.number().int().min(1).max(90).default(30) });
+
 export const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20),
   after: z.string().max(200).optional(),
@@ -143,6 +185,27 @@ export const BillingMessages = {
   /** Capture part or all of a reservation; the rest goes back to the available balance. */
   captureReservation: z.object({ ...OrgRef, reservation_id: z.string().min(1), amount_micros: z.int().nonnegative() }),
   releaseReservation: z.object({ ...OrgRef, reservation_id: z.string().min(1) }),
+  dailySpend: DaysQuery.extend(OrgRef),
+  keyDailyUsage: DaysQuery.extend(OrgRef),
+  /** The gateway hashes the password (scrypt); the password itself never travels past the gateway. */
+  createMember: z.object({ ...OrgRef, email: EmailSchema, name: z.string().nullable(), password_hash: z.string().min(1) }),
+  listMembers: z.object(OrgRef),
+  removeMember: z.object({ ...OrgRef, member_id: z.string().min(1) }),
+  /** For the gateway's sign-in only: the member with this email and its password hash, or null. */
+  memberCredentials: z.object({ email: EmailSchema }),
+  /** Records a console session; the gateway keeps the token (in the browser's cookie) and sends its hash. */
+  startConsoleSession: z.object({
+    token_hash: z.string().length(64),
+    subject: z.discriminatedUnion('kind', [
+      z.object({ kind: z.literal('member'), member_id: z.string().min(1) }),
+      /** `credential`: SHA-256 of the admin token signed in with, so a new ADMIN_TOKEN ends older sessions. */
+      z.object({ kind: z.literal('operator'), credential: z.string().length(64) }),
+    ]),
+    expires_at: z.int().positive(),
+  }),
+  /** The session's principal, or null when it is unknown, ended, or its member was removed. Expiry is the gateway's check. */
+  authenticateConsoleSession: z.object({ token_hash: z.string().length(64) }),
+  endConsoleSession: z.object({ token_hash: z.string().length(64) }),
 } as const;
 
 export type BillingMessage<K extends keyof typeof BillingMessages> = z.infer<(typeof BillingMessages)[K]>;
@@ -161,6 +224,24 @@ export const KeyPrincipalSchema = z.object({
 });
 export type KeyPrincipal = z.infer<typeof KeyPrincipalSchema>;
 
+/** Who a console session is: an operator (the admin token's rights) or a member of one organization. */
+export const ConsolePrincipalSchema = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('operator'),
+    session_id: z.string(),
+    credential: z.string(),
+    expires_at: z.int(),
+  }),
+  z.object({
+    kind: z.literal('member'),
+    session_id: z.string(),
+    expires_at: z.int(),
+    member: MemberSchema,
+    organization: z.object({ id: z.string(), name: z.string(), tier: TierSchema, limits: OrganizationLimitsSchema }),
+  }),
+]);
+export type ConsolePrincipal = z.infer<typeof ConsolePrincipalSchema>;
+
 export const ReservationSchema = z.object({
   reservation_id: z.string(),
   amount: z.number(),
@@ -169,8 +250,11 @@ export const ReservationSchema = z.object({
 
 // ---------- Domain events of the billing service ----------
 
-/** The stream categories billing writes (`account-<org_id>`, `apikey-<key_id>`): its outbox relay publishes these only. */
-export const BillingStreams = { account: 'account', apiKey: 'apikey' } as const;
+/**
+ * The stream categories billing writes (`account-<org_id>`, `apikey-<key_id>`, `member-<hash of the email>`,
+ * `consolesession-<session_id>`): its outbox relay publishes these only.
+ */
+export const BillingStreams = { account: 'account', apiKey: 'apikey', member: 'member', consoleSession: 'consolesession' } as const;
 
 export const BillingEvents = {
   OrganizationCreated: z.object({ org_id: z.string(), name: z.string(), tier: TierSchema, created: z.int() }),
@@ -213,6 +297,28 @@ export const BillingEvents = {
   }),
   ApiKeyRevoked: z.object({ key_id: z.string(), org_id: z.string(), revoked_at: z.int() }),
   ApiKeyUsed: z.object({ key_id: z.string(), org_id: z.string(), requests: z.int().positive(), last_used_at: z.int() }),
+  /** A person who signs in to the console with this email and password, with the organization's rights. */
+  MemberCreated: z.object({
+    member_id: z.string(),
+    org_id: z.string(),
+    email: z.string(),
+    name: z.string().nullable(),
+    /** scrypt, in the PHC string format (`$scrypt$ln=…,r=…,p=…$salt$hash`), made by the gateway. */
+    password_hash: z.string(),
+    created: z.int(),
+  }),
+  MemberRemoved: z.object({ member_id: z.string(), org_id: z.string(), removed_at: z.int() }),
+  ConsoleSessionStarted: z.object({
+    session_id: z.string(),
+    token_hash: z.string(),
+    kind: z.enum(['member', 'operator']),
+    member_id: z.string().nullable(),
+    org_id: z.string().nullable(),
+    credential: z.string().nullable(),
+    created: z.int(),
+    expires_at: z.int(),
+  }),
+  ConsoleSessionEnded: z.object({ session_id: z.string(), ended_at: z.int() }),
 } as const;
 
 export type BillingEventType = keyof typeof BillingEvents;

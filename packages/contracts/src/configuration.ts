@@ -71,3 +71,13 @@ export function configFromEnv<S extends z.ZodType>(
   process.stderr.write(parsed.problems.map((problem) => `Invalid configuration: ${formatConfigurationProblem(problem)}\n`).join(''));
   return process.exit(78);
 }
+
+/**
+ * What every process answers to a prober (Kubernetes, docker compose): `liveness` while the process runs,
+ * `readiness` once it can serve (its transport, event store and read models answer). The gateway serves them on
+ * its HTTP port, each service on HEALTH_PORT; the deployment files are checked against these paths.
+ */
+export const PROBE_PATHS = { liveness: '/healthz', readiness: '/readyz' } as const;
+
+/** The port a service process answers probes on (HEALTH_PORT); unset, it opens no port. */
+export const DEFAULT_HEALTH_PORT = 8081;

@@ -7,7 +7,8 @@ export type NotFoundResource =
   | 'chat_session'
   | 'webhook'
   | 'webhook_delivery'
-  | 'reservation';
+  | 'reservation'
+  | 'member';
 
 export type DomainErrorDetail =
   | { kind: 'InsufficientFunds'; requiredMicros: number; availableMicros: number }
@@ -31,6 +32,7 @@ const NOT_FOUND_CODE: Record<NotFoundResource, string> = {
   webhook: 'resource_not_found',
   webhook_delivery: 'resource_not_found',
   reservation: 'resource_not_found',
+  member: 'resource_not_found',
 };
 
 /** The single mapping from domain errors (and anything unexpected) to the spec's error body. */

@@ -1,3 +1,5 @@
+import { uuidV7 } from '@oc/contracts';
+import { activeTrace } from '@oc/telemetry';
 import type { AppendResult, EventMetadata, EventStore, NewEvent, StoredEvent } from './port';
 import { WrongExpectedRevisionError } from './port';
 
@@ -41,6 +43,42 @@ export class KeyedMutex {
   }
 }
 
+/** A stream's first event: what started it, which the work it causes later continues (`causedBy`). */
+export interface StreamOrigin {
+  id: string;
+  metadata: EventMetadata;
+}
+
+/**
+ * The metadata of events caused by `event` (work that reacts to it, or resumes what it started): they share its
+ * correlation id, and name it as their cause. The trace they belong to is the active one at append.
+ */
+export function causedBy(event: StreamOrigin): EventMetadata {
+  return { correlationId: event.metadata.correlationId ?? event.id, causationId: event.id };
+}
+
+/**
+ * What a command's events record of where they come from. In a traced request (or traced work resumed from an
+ * event), the active span's `traceparent`; its trace id as the correlation id and its span (the message being
+ * handled) as the cause, unless the caller named a cause (`causedBy`). Otherwise the caller's metadata, and at
+ * append a command with no cause is its own: its first event's id is both (`rootMetadata`).
+ */
+function commandMetadata(given: EventMetadata | undefined): EventMetadata | undefined {
+  const trace = activeTrace();
+  if (!trace) return given;
+  return {
+    ...given,
+    correlationId: given?.correlationId ?? trace.traceId,
+    causationId: given?.causationId ?? trace.spanId,
+    traceparent: trace.traceparent,
+  };
+}
+
+function rootMetadata(metadata: EventMetadata | undefined, firstEventId: string): EventMetadata {
+  if (metadata?.correlationId !== undefined && metadata.causationId !== undefined) return metadata;
+  return { ...metadata, correlationId: metadata?.correlationId ?? firstEventId, causationId: metadata?.causationId ?? firstEventId };
+}
+
 export interface HandleResult<State, Event> {
   state: State;
   events: Event[];
@@ -64,6 +102,14 @@ interface Batch {
   fresh: boolean;
 }
 
+/** A stream's state as last seen, and its first event. */
+interface Kept {
+  decider: unknown;
+  state: unknown;
+  revision: number | 'no_stream';
+  origin: StreamOrigin | undefined;
+}
+
 /** Commands one append may carry, so that a burst on one stream commits in bounded transactions. */
 const MAX_BATCH = 256;
 
@@ -85,7 +131,7 @@ const MAX_BATCH = 256;
 export class CommandHandler {
   private readonly mutex = new KeyedMutex();
   #lastAppended = -1;
-  private readonly states = new Map<string, { decider: unknown; state: unknown; revision: number | 'no_stream' }>();
+  private readonly states = new Map<string, Kept>();
   /** Per stream, the batch waiting for the stream's current append to settle. */
   private readonly gathering = new Map<string, Batch>();
 
@@ -136,7 +182,8 @@ export class CommandHandler {
     fresh: boolean,
   ): Promise<HandleResult<State, Event>> {
     return new Promise((resolve, reject) => {
-      const pending = { command, metadata, resolve, reject } as Pending<unknown, unknown, DomainEvent>;
+      // Taken here, in the caller's context: a batch's commands come from different requests.
+      const pending = { command, metadata: commandMetadata(metadata), resolve, reject } as Pending<unknown, unknown, DomainEvent>;
       const open = this.gathering.get(streamName);
       if (open && open.decider === decider && open.pending.length < MAX_BATCH) {
         open.pending.push(pending);
@@ -166,23 +213,20 @@ export class CommandHandler {
         const decided = decideAll(decider, pending, state);
         outcomes = decided.outcomes;
         const current = decided.state;
-        const toAppend: NewEvent[] = [];
+        const toAppend: Array<NewEvent & { id: string }> = [];
         outcomes.forEach((outcome, i) => {
-          if ('error' in outcome) return;
-          for (const e of outcome.events) {
-            toAppend.push({
-              type: e.type,
-              data: e.data,
-              ...(this.options.newEventId ? { id: this.options.newEventId() } : {}),
-              ...(pending[i]!.metadata ? { metadata: pending[i]!.metadata } : {}),
-            });
-          }
+          if ('error' in outcome || outcome.events.length === 0) return;
+          const ids = outcome.events.map(() => this.newEventId());
+          const metadata = rootMetadata(pending[i]!.metadata, ids[0]!);
+          outcome.events.forEach((e, j) => toAppend.push({ id: ids[j]!, type: e.type, data: e.data, metadata }));
         });
         const appended =
           toAppend.length > 0 ? await this.store.appendToStream(streamName, toAppend, { expectedRevision: revision }) : undefined;
         if (appended) {
           this.#lastAppended = Math.max(this.#lastAppended, appended.position);
-          this.remember(streamName, decider, current, appended.nextExpectedRevision);
+          const first = toAppend[0]!;
+          const origin = revision === 'no_stream' ? { id: first.id, metadata: first.metadata! } : this.states.get(streamName)?.origin;
+          this.remember(streamName, decider, current, appended.nextExpectedRevision, origin);
         }
         outcomes.forEach((outcome, i) => {
           if ('error' in outcome) pending[i]!.reject(outcome.error);
@@ -201,6 +245,21 @@ export class CommandHandler {
         await new Promise((r) => setTimeout(r, Math.min(100, 2 ** attempt) * Math.random()));
       }
     }
+  }
+
+  private newEventId(): string {
+    return this.options.newEventId ? this.options.newEventId() : uuidV7();
+  }
+
+  /**
+   * The stream's first event (what started it), for work that continues it later: a video's job steps, a
+   * delivery's attempts. Kept with the stream's state, else read.
+   */
+  async origin(streamName: string): Promise<StreamOrigin | undefined> {
+    const kept = this.states.get(streamName)?.origin;
+    if (kept) return kept;
+    const [first] = await this.store.readStream(streamName, { maxCount: 1 });
+    return first && { id: first.id, metadata: first.metadata };
   }
 
   /** Global position of the last event appended through this handler; -1 before the first. */
@@ -233,13 +292,15 @@ export class CommandHandler {
     for (const e of newer) state = decider.evolve(state, e as unknown as Event);
     const last = newer.at(-1);
     if (last) revision = last.revision;
-    this.remember(streamName, decider, state, revision);
+    const first = newer[0];
+    const origin = cached?.origin ?? (first?.revision === 0 ? { id: first.id, metadata: first.metadata } : undefined);
+    this.remember(streamName, decider, state, revision, origin);
     return { state, revision };
   }
 
-  private remember(streamName: string, decider: unknown, state: unknown, revision: number | 'no_stream') {
+  private remember(streamName: string, decider: unknown, state: unknown, revision: number | 'no_stream', origin: StreamOrigin | undefined) {
     this.states.delete(streamName);
-    this.states.set(streamName, { decider, state, revision });
+    this.states.set(streamName, { decider, state, revision, origin });
     if (this.states.size > (this.options.maxCachedStreams ?? 10_000)) {
       const oldest = this.states.keys().next().value;
       if (oldest !== undefined) this.states.delete(oldest);

@@ -4,3 +4,4 @@ export * from './sqlite';
 export * from './kurrentdb';
 export { startThread, startWorker, type WorkerCalls } from './worker-calls';
 export { ensurePrivateDir, privateFiles } from './data-dir';
+export { traceEventStore, type TracedEventStoreOptions } from './traced';

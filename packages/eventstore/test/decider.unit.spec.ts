@@ -3,7 +3,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { aggregateStream, CommandHandler, KeyedMutex, type Decider } from '../src/decider';
+import { inSpan } from '@oc/telemetry';
+import { registerTestTracing } from '@oc/telemetry/testing';
+import { aggregateStream, causedBy, CommandHandler, KeyedMutex, type Decider } from '../src/decider';
 import { WrongExpectedRevisionError, type EventStore } from '../src/port';
 import { SqliteEventStore } from '../src/sqlite';
 
@@ -154,6 +156,51 @@ describe('CommandHandler', () => {
     await handler.handle('counter-1', counter, { type: 'Increment', max: 1 }, metadata);
 
     expect(await store.readStream('counter-1')).toMatchObject([{ id: 'event-1', metadata }]);
+  });
+
+  it('makes a command with no cause its own: its first event id is both correlation and causation id', async () => {
+    const handler = new CommandHandler(store);
+    await handler.handle('counter-1', counter, { type: 'Increment', max: 5 });
+    await handler.handle('counter-1', counter, { type: 'Increment', max: 5 });
+
+    const [first, second] = await store.readStream('counter-1');
+    expect(first!.metadata).toEqual({ correlationId: first!.id, causationId: first!.id });
+    expect(second!.metadata).toEqual({ correlationId: second!.id, causationId: second!.id });
+  });
+
+  it("keeps each stream's first event, so work it causes later names it as its cause", async () => {
+    const handler = new CommandHandler(store);
+    await handler.handle('counter-1', counter, { type: 'Increment', max: 5 }, { correlationId: 'request-1', causationId: 'request-1' });
+    const origin = await handler.origin('counter-1');
+    expect(origin).toEqual({ id: expect.any(String), metadata: { correlationId: 'request-1', causationId: 'request-1' } });
+
+    await handler.handle('counter-1', counter, { type: 'Increment', max: 5 }, causedBy(origin!));
+    const events = await store.readStream('counter-1');
+    expect(events[1]!.metadata).toEqual({ correlationId: 'request-1', causationId: events[0]!.id });
+    // Another process (a handler that has not seen the stream) reads it.
+    expect(await new CommandHandler(store).origin('counter-1')).toEqual(origin);
+    expect(await new CommandHandler(store).origin('counter-none')).toBeUndefined();
+  });
+
+  describe('in a traced request', () => {
+    let tracing: ReturnType<typeof registerTestTracing>;
+    beforeEach(() => {
+      tracing = registerTestTracing();
+    });
+    afterEach(() => tracing.shutdown());
+
+    it('stamps the trace: traceparent, the trace id as correlation id and the span as cause, unless a cause is named', async () => {
+      const handler = new CommandHandler(store);
+      await inSpan('process video.create', { kind: 'server' }, async () => {
+        await handler.handle('counter-1', counter, { type: 'Increment', max: 5 });
+        await handler.handle('counter-1', counter, { type: 'Increment', max: 5 }, { correlationId: 'video-chain', causationId: 'evt-0' });
+      });
+      const [span] = tracing.spans();
+      const { traceId, spanId } = span!.spanContext();
+      const [first, second] = await store.readStream('counter-1');
+      expect(first!.metadata).toEqual({ correlationId: traceId, causationId: spanId, traceparent: `00-${traceId}-${spanId}-01` });
+      expect(second!.metadata).toEqual({ correlationId: 'video-chain', causationId: 'evt-0', traceparent: `00-${traceId}-${spanId}-01` });
+    });
   });
 });
 

@@ -1,7 +1,9 @@
 import { Logger } from '@nestjs/common';
 import type { CheckpointStore, EventStore, StoredEvent, Subscription } from '@oc/eventstore';
+import { telemetryEnabled } from '@oc/telemetry';
 import type { DurableEventBus, EventFilter } from './port';
 import { describe, exponentialBackoff, subscribeCheckpointed, type EventErrorHandler, type RetryDelay } from './retry';
+import { processEvent } from './tracing';
 
 type EventHandler = (event: StoredEvent) => Promise<void>;
 
@@ -41,7 +43,8 @@ export class EventStoreEventBus implements DurableEventBus {
           // A retried batch starts again at its failed event, not at its first.
           if (event.position <= handled) continue;
           if (types.has(event.type)) {
-            await handler(event);
+            if (!telemetryEnabled()) await handler(event);
+            else await processEvent('eventstore', `${filter.service}.${event.type}`, consumerName, event, undefined, () => handler(event));
             concerned = true;
           }
           handled = event.position;

@@ -8,3 +8,4 @@ export { ensureEventsStream, startOutboxRelay, type OutboxRelayOptions } from '.
 export { EventStoreEventBus, type EventStoreEventBusOptions } from './eventstore-bus';
 export { JetStreamEventBus, type JetStreamEventBusOptions } from './jetstream-bus';
 export { natsPresence, ReplicaNameInUseError, type NatsPresence } from './presence';
+export { MessageTracingInterceptor, traceServiceClient } from './tracing';

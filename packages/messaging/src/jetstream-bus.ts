@@ -11,9 +11,11 @@ import { nanos, type NatsConnection } from '@nats-io/transport-node';
 import { Logger } from '@nestjs/common';
 import { natsNames, type NatsNames } from '@oc/contracts';
 import type { StoredEvent, Subscription } from '@oc/eventstore';
+import { telemetryEnabled } from '@oc/telemetry';
 import type { DurableEventBus, EventFilter } from './port';
 import { defaultOnError } from './eventstore-bus';
 import type { EventErrorHandler } from './retry';
+import { processEvent } from './tracing';
 
 type EventHandler = (event: StoredEvent) => Promise<void>;
 
@@ -66,7 +68,10 @@ export class JetStreamEventBus implements DurableEventBus {
           continue;
         }
         try {
-          if (types.has(event.type)) await handler(event);
+          if (types.has(event.type)) {
+            if (!telemetryEnabled()) await handler(event);
+            else await processEvent('nats', msg.subject, consumerName, event, msg.headers?.get('traceparent') || undefined, () => handler(event));
+          }
           msg.ack();
         } catch (error) {
           onError(error, [event]);

@@ -8,8 +8,11 @@ import {
 import { nanos } from '@nats-io/transport-node';
 import { Logger } from '@nestjs/common';
 import { natsNames } from '@oc/contracts';
-import type { CheckpointStore, EventStore, Subscription } from '@oc/eventstore';
+import { telemetryEnabled } from '@oc/telemetry';
+import type { CheckpointStore, EventStore, StoredEvent, Subscription } from '@oc/eventstore';
 import { describe, exponentialBackoff, subscribeCheckpointed, type EventErrorHandler, type RetryDelay } from './retry';
+import { publishEvent } from './tracing';
+import { toNatsHeaders } from './wire';
 
 /** Creates the `EVENTS` stream, or brings an existing one to this configuration. */
 export async function ensureEventsStream(jsm: JetStreamManager, prefix?: string): Promise<void> {
@@ -65,7 +68,15 @@ export function startOutboxRelay(options: OutboxRelayOptions): Promise<Subscript
     name: options.name ?? `outbox-relay.${service}`,
     handle: async (events) => {
       const own = events.filter((event) => owns(event.streamName));
-      await Promise.all(own.map((event) => js.publish(names.eventSubject(service, event.type), JSON.stringify(event), { msgID: event.id })));
+      const publish = (event: StoredEvent) => {
+        const subject = names.eventSubject(service, event.type);
+        if (!telemetryEnabled()) return js.publish(subject, JSON.stringify(event), { msgID: event.id });
+        // In the trace the event was stored in, carried to the consumer in the message's headers.
+        return publishEvent('nats', subject, event, (trace) =>
+          js.publish(subject, JSON.stringify(event), { msgID: event.id, headers: toNatsHeaders(trace) }),
+        );
+      };
+      await Promise.all(own.map(publish));
       return own.length > 0;
     },
     retryDelay: options.retryDelay ?? exponentialBackoff(),

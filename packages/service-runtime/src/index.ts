@@ -1,58 +1,54 @@
 import 'reflect-metadata';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { NatsPrefixSchema, type OwningService, ownsStream, type Replicas } from '@oc/contracts';
-import { type CheckpointStore, type EventStore, ensurePrivateDir, privateFiles } from '@oc/eventstore';
+import { natsNames, type OwningService, ownsStream, type Replicas } from '@oc/contracts';
+import { type CheckpointStore, type EventStore, ensurePrivateDir, privateFiles, traceEventStore } from '@oc/eventstore';
 import { openEventStores } from '@oc/eventstore/open';
-import { ensureEventsStream, natsPresence, natsServerStrategy, NatsServiceClient, ReplicaNameInUseError, startOutboxRelay } from '@oc/messaging';
+import {
+  ensureEventsStream,
+  MessageTracingInterceptor,
+  natsPresence,
+  natsServerStrategy,
+  NatsServiceClient,
+  ReplicaNameInUseError,
+  type ServiceClient,
+  startOutboxRelay,
+  traceServiceClient,
+} from '@oc/messaging';
 import { MongoReadModelStore, type ReadModelStore, SqliteReadModelStore } from '@oc/readmodel';
-import { createLogger, type Logger, startTelemetry } from '@oc/telemetry';
+import { createLogger, type Logger, type Telemetry } from '@oc/telemetry';
 import type { DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { z } from 'zod';
+import type { ServiceProcessConfig } from './config';
+import { serveProbes } from './health';
 
-/** The settings every service process shares; each service extends them with its own. */
-export const serviceProcessConfig = (service: OwningService) =>
-  z.object({
-    NATS_URL: z.string().default('nats://127.0.0.1:4222'),
-    NATS_PREFIX: NatsPrefixSchema,
-    DATA_DIR: z.string().default(`./.data/${service}`),
-    EVENTSTORE_URL: z.string().optional(),
-    /**
-     * The SQLite event store when EVENTSTORE_URL is unset; `$DATA_DIR/events.sqlite` by default. Processes on
-     * one machine may share one file, as services share one EventStoreDB in production.
-     */
-    EVENTSTORE_FILE: z.string().min(1).optional(),
-    MONGO_URL: z.string().optional(),
-    /**
-     * The SQLite read models when MONGO_URL is unset; `$DATA_DIR/read-models.sqlite` by default. Each replica
-     * projects the shared log into a file of its own.
-     */
-    READMODEL_FILE: z.string().min(1).optional(),
-    /** This replica's name among the service's running replicas; the host name by default. */
-    REPLICA_ID: z.string().min(1).max(200).optional().describe('a name no other running replica of the service uses'),
-    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  });
-export type ServiceProcessConfig = z.infer<ReturnType<typeof serviceProcessConfig>>;
+export { LogLevelSchema, serviceProcessConfig, type ServiceProcessConfig } from './config';
 
 export interface ServiceInfrastructure {
   eventStore: EventStore;
   checkpoints: CheckpointStore;
   readModels: ReadModelStore;
-  client: NatsServiceClient;
+  client: ServiceClient;
   nc: NatsConnection;
   logger: Logger;
   /** This replica's name, and whether another replica is gone (NATS presence). */
   replicas: Replicas;
 }
 
+/** A readiness check that hangs (NATS reconnecting) counts as not ready. */
+const within = <T>(ms: number, check: Promise<T>) =>
+  Promise.race([check, sleep(ms, undefined, { ref: false }).then(() => Promise.reject(new Error(`no answer within ${ms} ms`)))]);
+
 /**
- * Runs one service as its own process over NATS: telemetry, its event store (EventStoreDB or SQLite),
- * its read models (MongoDB or SQLite), the outbox relay that publishes its own streams' events to JetStream,
- * and its Nest microservice in the service's queue group; SIGINT/SIGTERM close it all in order. The
- * service's `listening` runs once it answers requests: work that needs other services starts there.
+ * Runs one service as its own process over NATS: its event store (EventStoreDB or SQLite), its read models
+ * (MongoDB or SQLite), the outbox relay that publishes its own streams' events to JetStream, its Nest
+ * microservice in the service's queue group, and its probes on HEALTH_PORT; SIGINT/SIGTERM close it all in
+ * order. The service's `listening` runs once it answers requests: work that needs other services starts there.
+ * `telemetry` was started by the process's first import; when it is on, requests, handlers, appends and
+ * projection batches are traced.
  */
 export async function runServiceProcess<S extends { module: DynamicModule; close(): Promise<void>; listening?(): void }>(options: {
   service: OwningService;
@@ -60,10 +56,10 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
   config: ServiceProcessConfig;
   /** The replica's name when the service has a variable of its own for it (CHAT_REPLICA_ID). */
   replicaId?: string | undefined;
+  telemetry: Telemetry;
   create(infrastructure: ServiceInfrastructure): Promise<S>;
 }): Promise<void> {
-  const { service, config } = options;
-  const telemetry = await startTelemetry({ serviceName: `oc-${service}`, version: options.version });
+  const { service, config, telemetry } = options;
   const logger = createLogger({ service, level: config.LOG_LEVEL });
   privateFiles();
   await ensurePrivateDir(config.DATA_DIR);
@@ -71,8 +67,8 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
   const readModels = config.MONGO_URL
     ? await MongoReadModelStore.connect(config.MONGO_URL, `oc_${service}`)
     : new SqliteReadModelStore({ filename: config.READMODEL_FILE ?? join(config.DATA_DIR, 'read-models.sqlite') });
-  const client = new NatsServiceClient({ servers: config.NATS_URL, prefix: config.NATS_PREFIX });
-  const nc = await client.connection();
+  const nats = new NatsServiceClient({ servers: config.NATS_URL, prefix: config.NATS_PREFIX });
+  const nc = await nats.connection();
   const self = options.replicaId ?? config.REPLICA_ID ?? hostname();
   const replicas = await natsPresence(nc, { service, self, prefix: config.NATS_PREFIX }).catch((error: unknown) => {
     if (!(error instanceof ReplicaNameInUseError)) throw error;
@@ -90,11 +86,14 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
     js: jetstream(nc),
   });
 
+  const traced = telemetry.enabled;
   const instance = await options.create({
-    eventStore: stores.store,
+    eventStore: traced
+      ? traceEventStore(stores.store, { system: config.EVENTSTORE_URL ? 'kurrentdb' : 'sqlite', projections: service })
+      : stores.store,
     checkpoints: stores.checkpoints,
     readModels,
-    client,
+    client: traced ? traceServiceClient(nats, { system: 'nats', destination: natsNames(config.NATS_PREFIX).subject }) : nats,
     nc,
     logger,
     replicas,
@@ -103,16 +102,24 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
     strategy: natsServerStrategy({ servers: config.NATS_URL, queue: service, prefix: config.NATS_PREFIX }),
     logger: false,
   });
+  if (traced) app.useGlobalInterceptors(new MessageTracingInterceptor('nats'));
   await app.listen();
   instance.listening?.();
-  logger.info({ replica: self }, `${service} listening on NATS`);
+  const probes =
+    config.HEALTH_PORT === undefined
+      ? undefined
+      : await serveProbes(config.HEALTH_PORT, config.HEALTH_HOST, () =>
+          within(2_000, Promise.all([nats.ping(), stores.store.ping(), readModels.ping()])).then(() => undefined),
+        );
+  logger.info({ health_port: config.HEALTH_PORT, replica: self }, `${service} listening on NATS`);
 
   const shutdown = async () => {
+    probes?.close();
     await app.close();
     await instance.close();
     await replicas.stop();
     await relay.stop();
-    await client.close();
+    await nats.close();
     await stores.close();
     await readModels.close();
     await telemetry.shutdown();

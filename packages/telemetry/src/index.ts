@@ -1,4 +1,22 @@
 export type { Logger } from 'pino';
 export { createLogger, REDACT_PATHS, type LoggerOptions } from './logger';
-export { startTelemetry, type Telemetry, type TelemetryOptions } from './sdk';
-export { injectTraceHeaders, withExtractedContext, withSpan, type TraceHeaders } from './context';
+export { startTelemetry, telemetryConfigured, TelemetryConfigSchema, type Telemetry, type TelemetryOptions } from './sdk';
+export { telemetryEnabled } from './state';
+export { instruments, type Counter, type Histogram, type Meter } from './metrics';
+export {
+  activeTrace,
+  failSpan,
+  injectTraceHeaders,
+  inSpan,
+  markSpanError,
+  setHttpRoute,
+  startSpan,
+  withExtractedContext,
+  withSpan,
+  withTraceHeaders,
+  type Attributes,
+  type Kind,
+  type Span,
+  type SpanOptions,
+  type TraceHeaders,
+} from './context';

@@ -1,7 +1,7 @@
 import { trace } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger, withSpan } from '../src';
-import { registerTestTracing } from './tracing';
+import { registerTestTracing } from '../src/testing';
 
 function capture() {
   const lines: string[] = [];

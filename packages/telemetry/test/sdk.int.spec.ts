@@ -1,45 +1,104 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { trace } from '@opentelemetry/api';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTelemetry, withSpan } from '../src';
+import { join } from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { TelemetryConfigSchema, telemetryConfigured } from '../src';
+
+const FIXTURE = join(import.meta.dirname, 'fixtures/traced-process.ts');
+
+/** An OTLP/HTTP collector that keeps what it receives (JSON, as OTEL_EXPORTER_OTLP_PROTOCOL=http/json sends it). */
+function collector() {
+  const received: Array<{ path: string; body: any }> = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      received.push({ path: req.url ?? '', body: JSON.parse(Buffer.concat(chunks).toString() || '{}') });
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  return { server, received };
+}
+
+async function run(env: Record<string, string>, ...args: string[]) {
+  const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, ...args], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c));
+  const [code] = await once(child, 'exit');
+  expect(code).toBe(0);
+  return JSON.parse(out.split('\n')[0]!) as { enabled: boolean; sdkLoaded: boolean; patched: boolean };
+}
+
+const attributes = (list: Array<{ key: string; value: Record<string, unknown> }>) =>
+  Object.fromEntries(list.map(({ key, value }) => [key, Object.values(value)[0]]));
 
 describe('startTelemetry', () => {
-  const received: { path: string; body: Buffer }[] = [];
-  let collector: Server;
+  const otlp = collector();
   let endpoint: string;
-
   beforeAll(async () => {
-    collector = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        received.push({ path: req.url ?? '', body: Buffer.concat(chunks) });
-        res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
-      });
+    await new Promise<void>((resolve) => otlp.server.listen(0, '127.0.0.1', resolve));
+    endpoint = `http://127.0.0.1:${(otlp.server.address() as AddressInfo).port}`;
+  });
+  beforeEach(() => {
+    otlp.received.length = 0;
+  });
+  afterAll(() => new Promise<void>((resolve) => (otlp.server as Server).close(() => resolve())));
+
+  it('is off unless an exporter is configured', () => {
+    expect(telemetryConfigured({})).toBe(false);
+    expect(telemetryConfigured({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' })).toBe(true);
+    expect(telemetryConfigured({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/v1/traces' })).toBe(true);
+    expect(telemetryConfigured({ OTEL_TRACES_EXPORTER: 'console' })).toBe(true);
+    expect(telemetryConfigured({ OTEL_TRACES_EXPORTER: 'none' })).toBe(false);
+    expect(telemetryConfigured({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' })).toBe(false);
+  });
+
+  it('checks the form of the OTEL_* variables like any other', () => {
+    expect(TelemetryConfigSchema.safeParse({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }).success).toBe(false);
+    expect(TelemetryConfigSchema.safeParse({ OTEL_EXPORTER_OTLP_PROTOCOL: 'udp' }).success).toBe(false);
+    expect(TelemetryConfigSchema.safeParse({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }).success).toBe(true);
+  });
+
+  it('without configuration loads no SDK and patches nothing', async () => {
+    expect(await run({})).toEqual({ enabled: false, sdkLoaded: false, patched: false });
+  });
+
+  it('exports the HTTP server span named by its route, with the resource, and the request duration metric', async () => {
+    const report = await run(
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=staging',
+      },
+      'serve',
+    );
+    expect(report).toEqual({ enabled: true, sdkLoaded: true, patched: true });
+
+    const traces = otlp.received.filter((r) => r.path === '/v1/traces').flatMap((r) => r.body.resourceSpans);
+    expect(attributes(traces[0].resource.attributes)).toMatchObject({
+      'service.name': 'oc-fixture',
+      'service.version': '9.8.7',
+      'service.namespace': 'oc',
+      'deployment.environment.name': 'staging',
+      'deployment.environment': 'staging',
     });
-    await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
-    endpoint = `http://127.0.0.1:${(collector.address() as AddressInfo).port}`;
-  });
-  afterEach(() => {
-    delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
-  });
-  afterAll(() => new Promise<void>((resolve) => collector.close(() => resolve())));
+    const spans = traces.flatMap((r: any) => r.scopeSpans.flatMap((s: any) => s.spans));
+    const server = spans.find((s: any) => s.kind === 2);
+    // The probe made no span; the request's span has its route, and the work inside it is its child.
+    expect(spans.filter((s: any) => s.kind === 2)).toHaveLength(1);
+    expect(server.name).toBe('GET /v1/videos/:video_id');
+    expect(attributes(server.attributes)).toMatchObject({ 'http.route': '/v1/videos/:video_id', 'http.response.status_code': 404, 'http.request.method': 'GET' });
+    expect(spans.find((s: any) => s.name === 'inside' && s.parentSpanId === server.spanId)).toBeDefined();
 
-  it('is a no-op without OTEL_EXPORTER_OTLP_ENDPOINT', async () => {
-    const telemetry = await startTelemetry({ serviceName: 'billing', version: '1.2.3' });
-    expect(trace.getTracer('oc').startSpan('nothing').isRecording()).toBe(false);
-    await telemetry.shutdown();
-  });
-
-  it('exports spans to the OTLP endpoint with the service name and version, flushed on shutdown', async () => {
-    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = endpoint;
-    const telemetry = await startTelemetry({ serviceName: 'billing-it', version: '9.8.7' });
-    await withSpan('billing.add_credits', { 'oc.org_id': 'org_42' }, () => undefined);
-    await telemetry.shutdown();
-
-    const traces = received.filter((r) => r.path === '/v1/traces').map((r) => r.body.toString('latin1'));
-    expect(traces).toHaveLength(1);
-    for (const text of ['billing-it', '9.8.7', 'billing.add_credits', 'org_42']) expect(traces[0]).toContain(text);
+    const metrics = otlp.received.filter((r) => r.path === '/v1/metrics').flatMap((r) => r.body.resourceMetrics);
+    const duration = metrics.flatMap((m: any) => m.scopeMetrics.flatMap((s: any) => s.metrics)).find((m: any) => m.name === 'http.server.request.duration');
+    expect(duration.histogram.dataPoints.map((p: any) => attributes(p.attributes))).toEqual([
+      expect.objectContaining({ 'http.route': '/v1/videos/:video_id', 'http.response.status_code': 404 }),
+    ]);
   });
 });

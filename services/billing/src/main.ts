@@ -1,15 +1,18 @@
+import { telemetry } from './telemetry';
 import { configFromEnv, sortableIds, systemClock } from '@oc/contracts';
-import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
+import { runServiceProcess } from '@oc/service-runtime';
 import pkg from '../package.json' with { type: 'json' };
 import { createBilling } from './app';
+import { billingProcessConfig } from './process-config';
 
 /** The billing service as its own process over NATS; configuration validated once at boot. */
-const config = configFromEnv(serviceProcessConfig('billing'));
+const config = configFromEnv(billingProcessConfig);
 
 await runServiceProcess({
   service: 'billing',
   version: pkg.version,
   config,
+  telemetry,
   create: ({ eventStore, readModels, client, logger, replicas }) =>
     createBilling({ eventStore, readModels, client, clock: systemClock, ids: sortableIds, logger, replicas }),
 });

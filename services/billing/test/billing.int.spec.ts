@@ -10,10 +10,11 @@ import { createBilling } from '../src/app';
 
 /** The billing service alone, answering on the in-process transport, as other services reach it. */
 async function startBilling() {
-  const stores = openSqliteStores({ filename: ':memory:' });
+  const clock = new ManualClock(Date.UTC(2026, 10, 22));
+  // Events are stamped by the test's clock, as in the running service, so that days follow it.
+  const stores = openSqliteStores({ filename: ':memory:', clock });
   const broker = new InProcessBroker();
   const client = new InProcessServiceClient(broker);
-  const clock = new ManualClock(Date.UTC(2026, 10, 22));
   const billing = await createBilling({
     eventStore: stores.store,
     readModels: new SqliteReadModelStore({ filename: ':memory:' }),
@@ -143,5 +144,92 @@ describe('billing: reservations against the prepaid balance', () => {
   it('answers malformed messages with a 400 naming the field', async () => {
     const reply = await bus.request(Subjects.billing.reserveFunds, { org_id: 'org_x', reservation_id: 'r', amount_micros: -5 });
     expect(reply).toMatchObject({ ok: false, error: { status: 400, param: 'amount_micros' } });
+  });
+});
+
+describe('billing: console members, sessions and daily figures', () => {
+  let billing: Awaited<ReturnType<typeof startBilling>>;
+  let bus: ServiceClient;
+  beforeAll(async () => {
+    billing = await startBilling();
+    bus = billing.client;
+  });
+  afterAll(() => billing.close());
+
+  const ok = async <T = any>(subject: string, message: unknown): Promise<T> => {
+    const reply = await bus.request<T>(subject, message);
+    if (!reply.ok) throw new Error(`${subject}: ${JSON.stringify(reply.error)}`);
+    return reply.data;
+  };
+  const newOrg = async (name: string) => (await ok<{ id: string }>(Subjects.billing.createOrganization, { name, tier: 'standard' })).id;
+  const hash = (c: string) => c.repeat(64);
+
+  it('keeps an email to one member, ends its sessions when it is removed, and frees the address', async () => {
+    const acme = await newOrg('Acme');
+    const globex = await newOrg('Globex');
+    const member = await ok(Subjects.billing.createMember, { org_id: acme, email: ' Ada@Example.com ', name: 'Ada', password_hash: '$scrypt$1' });
+    expect(member).toEqual({ id: expect.stringMatching(/^mem_/), object: 'member', organization_id: acme, email: 'ada@example.com', name: 'Ada', created: expect.any(Number) });
+    const again = await bus.request(Subjects.billing.createMember, { org_id: globex, email: 'ada@example.com', name: null, password_hash: '$scrypt$2' });
+    expect(again).toMatchObject({ ok: false, error: { status: 409, code: 'member_exists' } });
+    expect(await ok(Subjects.billing.memberCredentials, { email: 'ADA@example.com' })).toEqual({ member_id: member.id, org_id: acme, password_hash: '$scrypt$1' });
+    expect(await ok(Subjects.billing.memberCredentials, { email: 'nobody@example.com' })).toBeNull();
+
+    const expires_at = Math.floor(billing.clock.now() / 1000) + 3600;
+    const session = await ok(Subjects.billing.startConsoleSession, { token_hash: hash('a'), subject: { kind: 'member', member_id: member.id }, expires_at });
+    expect(session).toMatchObject({ kind: 'member', member: { id: member.id }, organization: { id: acme, name: 'Acme', tier: 'standard' }, expires_at });
+    expect(await ok(Subjects.billing.authenticateConsoleSession, { token_hash: hash('a') })).toEqual(session);
+
+    // Another organization cannot remove Acme's member; Acme can, and the session ends with it.
+    expect(await bus.request(Subjects.billing.removeMember, { org_id: globex, member_id: member.id })).toMatchObject({ ok: false, error: { status: 404 } });
+    await ok(Subjects.billing.removeMember, { org_id: acme, member_id: member.id });
+    expect(await ok(Subjects.billing.authenticateConsoleSession, { token_hash: hash('a') })).toBeNull();
+    expect((await ok<{ data: unknown[] }>(Subjects.billing.listMembers, { org_id: acme })).data).toEqual([]);
+    const reused = await ok(Subjects.billing.createMember, { org_id: globex, email: 'ada@example.com', name: null, password_hash: '$scrypt$3' });
+    expect((await ok<{ data: unknown[] }>(Subjects.billing.listMembers, { org_id: globex })).data).toEqual([reused]);
+  });
+
+  it('ends a session on sign-out, and signing out twice is harmless', async () => {
+    const expires_at = Math.floor(billing.clock.now() / 1000) + 3600;
+    const operator = await ok(Subjects.billing.startConsoleSession, { token_hash: hash('b'), subject: { kind: 'operator', credential: hash('c') }, expires_at });
+    expect(operator).toEqual({ kind: 'operator', session_id: expect.stringMatching(/^cs_/), credential: hash('c'), expires_at });
+    await ok(Subjects.billing.endConsoleSession, { token_hash: hash('b') });
+    await ok(Subjects.billing.endConsoleSession, { token_hash: hash('b') });
+    expect(await ok(Subjects.billing.authenticateConsoleSession, { token_hash: hash('b') })).toBeNull();
+  });
+
+  it('adds up what captures charged per UTC day and what each key reported per day', async () => {
+    const org_id = await newOrg('Daily');
+    await ok(Subjects.billing.addCredits, { org_id, amount_micros: 5_000_000, description: 'Top-up' });
+    const charge = async (id: string, micros: number) => {
+      await ok(Subjects.billing.reserveFunds, { org_id, reservation_id: id, amount_micros: 1_000_000, description: 'video' });
+      await ok(Subjects.billing.captureReservation, { org_id, reservation_id: id, amount_micros: micros });
+    };
+    await charge('yesterday-1', 400_000);
+    const key = await ok<{ id: string }>(Subjects.billing.createApiKey, { org_id, name: 'k', scopes: ['video:read'] });
+    await ok(Subjects.billing.recordKeyUsage, { usage: [{ key_id: key.id, requests: 3, last_used_at: Math.floor(billing.clock.now() / 1000) }] });
+    billing.clock.advance(86_400_000);
+    await charge('today-1', 100_000);
+    await charge('today-2', 50_000);
+    await ok(Subjects.billing.recordKeyUsage, { usage: [{ key_id: key.id, requests: 2, last_used_at: Math.floor(billing.clock.now() / 1000) }] });
+
+    const spend = await ok<{ days: { date: string; amount: number }[]; total: number }>(Subjects.billing.dailySpend, { org_id, days: 3 });
+    const day = (offset: number) => new Date(billing.clock.now() - offset * 86_400_000).toISOString().slice(0, 10);
+    expect(spend).toMatchObject({
+      object: 'daily_spend',
+      days: [
+        { date: day(2), amount: 0 },
+        { date: day(1), amount: 0.4 },
+        { date: day(0), amount: 0.15 },
+      ],
+      total: 0.55,
+    });
+    expect(await ok(Subjects.billing.keyDailyUsage, { org_id, days: 30 })).toEqual({
+      object: 'list',
+      data: [
+        { key_id: key.id, date: day(1), requests: 3 },
+        { key_id: key.id, date: day(0), requests: 2 },
+      ],
+      has_more: false,
+    });
   });
 });

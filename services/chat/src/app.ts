@@ -2,12 +2,14 @@ import { type Clock, type IdSource, type Replicas, repeatByClock, Subjects } fro
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
 import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
+import { telemetryEnabled } from '@oc/telemetry';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { chatReadModels } from './projections';
 import { billingFunds, broadcastFrames } from './adapters/billing-funds';
 import { OpenAiCompatibleProvider } from './adapters/openai-compatible';
 import { SimulatorProvider } from './adapters/simulator';
+import { traceChatProvider } from './adapters/traced-provider';
 import { gptTokenizer } from './adapters/tokenizer';
 import { type ChatPricing, ChatService, type CompletionLifecycle } from './application/chat';
 import type { ChatProvider } from './application/ports';
@@ -67,11 +69,16 @@ export async function createChat(runtime: ChatRuntime) {
     onError: (err) => runtime.logger.error({ err }, 'chat projection stopped'),
   });
   await projections.start();
-  const simulator = new SimulatorProvider({ tokenizer: gptTokenizer, wordDelayMs: runtime.simulatorWordDelayMs });
-  const provider: ChatProvider = 
+  const simulatorProvider = new SimulatorProvider({ tokenizer: gptTokenizer, wordDelayMs: runtime.simulatorWordDelayMs });
+  const live: ChatProvider =
     runtime.upstream.kind === 'openai'
       ? new OpenAiCompatibleProvider({ ...runtime.upstream, onUpstreamError: (detail) => runtime.logger.warn({ detail }, 'chat upstream failed') })
-      : simulator;
+      : simulatorProvider;
+  // Upstream calls are GenAI spans when telemetry is on; otherwise the providers are used as they are.
+  const traced = telemetryEnabled();
+  const simulator = traced ? traceChatProvider(simulatorProvider, { provider: 'oc.simulator', model: 'chat-2', tokenizer: gptTokenizer }) : simulatorProvider;
+  const provider: ChatProvider =
+    !traced ? live : runtime.upstream.kind === 'openai' ? traceChatProvider(live, { provider: 'openai', model: runtime.upstream.model, tokenizer: gptTokenizer }) : simulator;
   const shared = runtime.replicas?.shared ?? false;
   const commands = new CommandHandler(runtime.eventStore, { otherWriters: shared });
   const service = new ChatService({

@@ -8,4 +8,9 @@ export const GatewayLimitsConfigSchema = z.object({
   CHAT_MAX_IN_FLIGHT_PER_ORG: z.coerce.number().int().positive().default(DEFAULT_CHAT_IN_FLIGHT_PER_ORGANIZATION),
   /** Failed authentications one client address may make per minute before it is answered 429 without a key lookup. */
   AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(DEFAULT_AUTH_FAILURES_PER_MINUTE),
+  /**
+   * `Secure` on the console's session cookie. Unset: on for the gateway's own process, off for standalone (a
+   * developer's machine on plain http://127.0.0.1, where a browser would drop a Secure cookie).
+   */
+  CONSOLE_COOKIE_SECURE: z.enum(['0', '1']).optional().describe('0 or 1'),
 });

@@ -3,11 +3,14 @@ import { type Clock, Subjects, unwrap } from '@oc/contracts';
 import type { ServiceClient } from '@oc/messaging';
 import type { Logger } from 'pino';
 import { KeyAuthenticator } from './application/authenticator';
+import { ConsoleSessions } from './application/console-sessions';
 import { KeyUsageRecorder } from './application/key-usage';
+import { PasswordHasher, type PasswordSettings } from './application/passwords';
 import type { RateLimits } from './application/rate-limits';
 import { createGatewayApp } from './transport/http';
 import { type HttpServerConfig, HttpServerConfigSchema, listenHttp } from './transport/http-server';
 import { adminRoutes } from './transport/admin-routes';
+import { consoleRoutes } from './transport/console-routes';
 import { v1Routes } from './transport/v1-routes';
 
 export interface GatewayOptions {
@@ -25,6 +28,10 @@ export interface GatewayOptions {
   chatInFlightPerOrganization?: number;
   /** See `AUTH_FAILURES_PER_MINUTE`. */
   authFailuresPerMinute?: number;
+  /** `Secure` on the console's session cookie (`CONSOLE_COOKIE_SECURE`); on unless said otherwise. */
+  consoleSecureCookie?: boolean;
+  /** scrypt's cost for members' passwords; tests may lower it. */
+  passwordSettings?: PasswordSettings;
 }
 
 /** The gateway's composition: routes, key cache kept fresh by billing's broadcasts, usage reporting. */
@@ -43,6 +50,17 @@ export async function createGateway(options: GatewayOptions) {
   const timer = setInterval(flushUsage, options.usageFlushMs ?? 10_000);
   timer.unref();
 
+  const passwords = new PasswordHasher(options.passwordSettings);
+  const v1 = v1Routes(options.version, () => clock.now(), { maxInFlightPerOrganization: options.chatInFlightPerOrganization }, { closing: closing.signal });
+  const admin = adminRoutes(passwords);
+  const sessions = new ConsoleSessions({
+    services,
+    clock,
+    limits: options.limits,
+    hasher: passwords,
+    adminToken: options.adminToken,
+    secureCookie: options.consoleSecureCookie ?? true,
+  });
   const app = createGatewayApp({
     services,
     authenticator,
@@ -52,8 +70,9 @@ export async function createGateway(options: GatewayOptions) {
     logger,
     adminToken: options.adminToken,
     version: options.version,
-    v1: v1Routes(options.version, () => clock.now(), { maxInFlightPerOrganization: options.chatInFlightPerOrganization }, { closing: closing.signal }),
-    admin: adminRoutes(),
+    v1,
+    admin,
+    console: { routes: consoleRoutes(v1, admin, sessions), sessions },
     trustedProxies: options.trustedProxies,
     anonymousPerMinute: options.authFailuresPerMinute,
     ready: async () => {

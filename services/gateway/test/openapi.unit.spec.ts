@@ -2,16 +2,36 @@ import { compileErrors, validate } from '@readme/openapi-parser';
 import { describe, expect, it } from 'vitest';
 import { openApiDocument } from '../src/transport/openapi';
 import { adminRoutes } from '../src/transport/admin-routes';
+import { consoleRoutes } from '../src/transport/console-routes';
 import type { Route } from '../src/transport/routes';
 import { v1Routes } from '../src/transport/v1-routes';
 
-const document = () => openApiDocument('1.0.0', v1Routes('1.0.0', Date.now) as Route<unknown>[], adminRoutes() as Route<unknown>[]);
+const document = () => {
+  const v1 = v1Routes('1.0.0', Date.now);
+  const admin = adminRoutes();
+  // The console's session handlers are not called here, so they need no sessions object.
+  const console = consoleRoutes(v1, admin, undefined as never);
+  return openApiDocument('1.0.0', v1 as Route<unknown>[], admin as Route<unknown>[], console as Route<unknown>[]);
+};
 
 describe('the OpenAPI document', () => {
   it('is valid OpenAPI 3.1 by an independent validator (no duplicate operation ids or parameters)', async () => {
     const result = await validate(structuredClone(document()) as never);
     expect(result.valid ? '' : compileErrors(result)).toBe('');
     expect(result.specification).toBe('OpenAPI');
+  });
+
+  it('documents the console API with its cookie and, on every change, the CSRF header', () => {
+    const doc = document() as any;
+    expect(doc.components.securitySchemes.consoleSession).toMatchObject({ type: 'apiKey', in: 'cookie', name: 'oc_console' });
+    expect(doc.paths['/console/v1/sessions'].post.security).toEqual([]);
+    expect(doc.paths['/console/v1/keys'].get.security).toEqual([{ consoleSession: [] }]);
+    const csrf = (op: any) => op.parameters.some((p: any) => p.in === 'header' && p.name === 'X-CSRF-Token' && p.required);
+    expect(csrf(doc.paths['/console/v1/keys'].post)).toBe(true);
+    expect(csrf(doc.paths['/console/v1/keys'].get)).toBe(false);
+    expect(Object.keys(doc.paths).filter((p) => p.startsWith('/console/v1/admin/'))).toHaveLength(
+      Object.keys(doc.paths).filter((p) => p.startsWith('/admin/v1/')).length,
+    );
   });
 
   it('describes every success: a JSON schema or the media types served, and the rate-limit headers on /v1', () => {

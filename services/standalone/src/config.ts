@@ -1,6 +1,7 @@
 import { ChatConfigSchema } from '@oc/chat';
 import { type ConfigurationCheck, formatConfigurationProblem, parseConfiguration } from '@oc/contracts';
 import { GatewayLimitsConfigSchema, HttpServerConfigSchema } from '@oc/gateway';
+import { TelemetryConfigSchema } from '@oc/telemetry';
 import { VideoConfigSchema, videoConfigChecks } from '@oc/video';
 import { z } from 'zod';
 import { WebhookConfigSchema, webhookConfigChecks } from '@oc/webhook';
@@ -19,6 +20,7 @@ export const StandaloneConfigSchema = z.object({
   ...VideoConfigSchema.shape,
   ...ChatConfigSchema.shape,
   ...WebhookConfigSchema.shape,
+  ...TelemetryConfigSchema.shape,
 });
 export type StandaloneConfig = z.infer<typeof StandaloneConfigSchema>;
 

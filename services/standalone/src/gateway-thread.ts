@@ -1,9 +1,10 @@
+import { telemetry } from './gateway-telemetry';
 import 'reflect-metadata';
 import type { AddressInfo } from 'node:net';
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { clockFromShared, type ShareableClock } from '@oc/contracts';
 import { createGateway, RateLimits, redisReady } from '@oc/gateway';
-import { ThreadServiceClient } from '@oc/messaging';
+import { ThreadServiceClient, traceServiceClient } from '@oc/messaging';
 import { createLogger } from '@oc/telemetry';
 import type { StandaloneConfig } from './config';
 
@@ -28,7 +29,8 @@ export type GatewayThreadEvent = { kind: 'listening'; port: number } | { kind: '
 async function run(data: GatewayThreadData) {
   const { config } = data;
   const logger = createLogger({ service: 'gateway', level: config.LOG_LEVEL });
-  const services = new ThreadServiceClient(data.port);
+  const thread = new ThreadServiceClient(data.port);
+  const services = telemetry.enabled ? traceServiceClient(thread, { system: 'thread' }) : thread;
   const redis = config.REDIS_URL
     ? new (await import('ioredis')).Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
     : undefined;
@@ -44,6 +46,7 @@ async function run(data: GatewayThreadData) {
     trustedProxies: config.TRUSTED_PROXIES,
     chatInFlightPerOrganization: config.CHAT_MAX_IN_FLIGHT_PER_ORG,
     authFailuresPerMinute: config.AUTH_FAILURES_PER_MINUTE,
+    consoleSecureCookie: config.CONSOLE_COOKIE_SECURE === '1',
   });
   const server = await gateway.listen(config.PORT, config.HOST, config);
   const tell = (event: GatewayThreadEvent) => parentPort!.postMessage(event);
@@ -54,6 +57,7 @@ async function run(data: GatewayThreadData) {
     await gateway.close();
     await services.close();
     redis?.disconnect();
+    await telemetry.shutdown();
     tell({ kind: 'closed' });
     parentPort!.close();
   });

@@ -1,6 +1,6 @@
+import { telemetry } from './telemetry';
 import 'reflect-metadata';
 import { privateFiles } from '@oc/eventstore';
-import { startTelemetry } from '@oc/telemetry';
 import { configFromEnv } from '@oc/contracts';
 import { STANDALONE_CONFIG_CHECKS, StandaloneConfigSchema } from './config';
 import { startStandalone } from './standalone';
@@ -8,7 +8,6 @@ import { version } from './version';
 
 privateFiles();
 const config = configFromEnv(StandaloneConfigSchema, process.env, STANDALONE_CONFIG_CHECKS);
-const telemetry = await startTelemetry({ serviceName: 'oc-standalone', version });
 const app = await startStandalone({ config, demo: true });
 
 const lines = [
@@ -18,6 +17,7 @@ const lines = [
     : app.adminTokenFile
       ? `Admin token: in ${app.adminTokenFile}`
       : 'Admin token: from ADMIN_TOKEN',
+  `Web console: ${app.url}/dashboard/ (operators sign in with the admin token; oc members create adds an organization's members)`,
 ];
 if (app.demo) {
   lines.push(

@@ -16,10 +16,19 @@ import {
   systemClock,
   unwrap,
 } from '@oc/contracts';
-import { ensurePrivateDir, openSqliteStores, startThread } from '@oc/eventstore';
-import { EventStoreEventBus, InProcessBroker, InProcessServerStrategy, InProcessServiceClient, serveThreadClient } from '@oc/messaging';
+import { ensurePrivateDir, openSqliteStores, startThread, traceEventStore } from '@oc/eventstore';
+import {
+  EventStoreEventBus,
+  InProcessBroker,
+  InProcessServerStrategy,
+  InProcessServiceClient,
+  MessageTracingInterceptor,
+  serveThreadClient,
+  type ServiceClient,
+  traceServiceClient,
+} from '@oc/messaging';
 import { SqliteReadModelStore, startProjectionThread } from '@oc/readmodel';
-import { createLogger, type Logger } from '@oc/telemetry';
+import { createLogger, type Logger, telemetryEnabled } from '@oc/telemetry';
 import { createVideo } from '@oc/video';
 import { createWebhook, resolveSecretKey, webhookSettings } from '@oc/webhook';
 import type { DynamicModule, INestMicroservice } from '@nestjs/common';
@@ -73,7 +82,11 @@ export async function startStandalone(options: StandaloneOptions) {
   const projector = projectionThread.projector;
   const readModels = (service: string) => readModelStores[service]!;
   const broker = new InProcessBroker();
-  const client = new InProcessServiceClient(broker);
+  const inProcess = new InProcessServiceClient(broker);
+  // With telemetry on (OTEL_*), requests between services, handlers and appends are traced; otherwise untouched.
+  const traced = telemetryEnabled();
+  const client: ServiceClient = traced ? traceServiceClient(inProcess, { system: 'in-process' }) : inProcess;
+  const eventStore = traced ? traceEventStore(stores.store, { system: 'sqlite' }) : stores.store;
   const services: { close(): Promise<void> }[] = [];
   const apps: INestMicroservice[] = [];
   /** Starts a service's Nest microservice on the in-process transport. */
@@ -82,6 +95,7 @@ export async function startStandalone(options: StandaloneOptions) {
       strategy: new InProcessServerStrategy(broker),
       logger: false,
     });
+    if (traced) app.useGlobalInterceptors(new MessageTracingInterceptor('in-process'));
     await app.listen();
     apps.push(app);
     services.push(service);
@@ -97,7 +111,7 @@ export async function startStandalone(options: StandaloneOptions) {
   // Built side by side: each catches its read models up on its own files and worker threads.
   const built = await Promise.all([
     createBilling({
-      eventStore: stores.store,
+      eventStore,
       readModels: readModels('billing'),
       projector,
       client,
@@ -106,7 +120,7 @@ export async function startStandalone(options: StandaloneOptions) {
       logger: logger.child({ service: 'billing' }),
     }),
     createChat({
-      eventStore: stores.store,
+      eventStore,
       readModels: readModels('chat'),
       projector,
       client,
@@ -116,7 +130,7 @@ export async function startStandalone(options: StandaloneOptions) {
       ...chatSettings(config),
     }),
     createVideo({
-      eventStore: stores.store,
+      eventStore,
       readModels: readModels('video'),
       projector,
       client,
@@ -128,7 +142,7 @@ export async function startStandalone(options: StandaloneOptions) {
       dataDir: join(config.DATA_DIR, 'video'),
     }),
     createWebhook({
-      eventStore: stores.store,
+      eventStore,
       readModels: readModels('webhook'),
       projector,
       // One shared log in this mode: the webhook service reads video events straight from it.
@@ -145,7 +159,7 @@ export async function startStandalone(options: StandaloneOptions) {
   for (const service of built) await serve(service);
   for (const service of built) if ('listening' in service) service.listening();
 
-  const demo = options.demo ? await createDemoOnFirstStart(client) : undefined;
+  const demo = options.demo ? await createDemoOnFirstStart(inProcess) : undefined;
 
   return {
     url,
@@ -153,7 +167,7 @@ export async function startStandalone(options: StandaloneOptions) {
     adminTokenGenerated: admin.generated,
     adminTokenFile: admin.file,
     demo,
-    services: client,
+    services: inProcess,
     readModels: readModelStores,
     async close() {
       await gateway.close();

@@ -7,6 +7,7 @@
 import { SCOPES } from '@oc/contracts';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { adminRoutes } from '../../gateway/src/transport/admin-routes';
+import { type ConsoleRoute, consoleRoutes } from '../../gateway/src/transport/console-routes';
 import type { Route } from '../../gateway/src/transport/routes';
 import { v1Routes } from '../../gateway/src/transport/v1-routes';
 import { httpReceiver, type Receiver } from '../../webhook/test/support';
@@ -15,6 +16,8 @@ import { embedded, type RunningService } from './harness';
 
 const publicRoutes = v1Routes('test', Date.now) as Route<unknown>[];
 const operatorRoutes = adminRoutes() as Route<unknown>[];
+/** The web console's API; its session handlers are not called here, so they need no sessions object. */
+const consoleTable: ConsoleRoute[] = consoleRoutes(v1Routes('test', Date.now), adminRoutes(), undefined as never);
 const label = (route: Route<unknown>) => `${route.method} ${route.path}`;
 /** Path parameters that name something every organization shares (a model), not a resource one owns. */
 const SHARED_IDS: Record<string, string> = { model: 'chat-2' };
@@ -194,6 +197,85 @@ describe('access, from the route table', () => {
   const withIds = publicRoutes.filter((route) => [...route.path.matchAll(/:([a-z_]+)/g)].some(([, name]) => !(name! in SHARED_IDS)));
   // Deletions go last so that every other route still finds what it names when the owner calls it.
   const ownerOrder = [...withIds].sort((a, b) => Number(a.method === 'DELETE') - Number(b.method === 'DELETE'));
+
+  describe('the console API (/console/v1), from its route table', () => {
+    const PASSWORD = 'correct horse battery staple';
+    /** A signed-in browser: its cookie and CSRF token, sent on every call. */
+    const sessions: Record<'owner' | 'stranger' | 'operator', { cookie: string; csrf: string }> = {} as never;
+    let ownerKeyId = '';
+    const signIn = async (body: unknown) => {
+      const res = await fetch(`${service.url}/console/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      expect(res.status).toBe(200);
+      return { cookie: res.headers.get('set-cookie')!.split(';')[0]!, csrf: ((await res.json()) as { csrf_token: string }).csrf_token };
+    };
+    const call = async (who: keyof typeof sessions | null, route: Route<unknown>, path: string) => {
+      const session = who ? sessions[who] : undefined;
+      const body = route.method === 'PATCH' ? { is_active: true } : route.method === 'POST' ? {} : undefined;
+      const res = await fetch(`${service.url}${path}`, {
+        method: route.method,
+        headers: { ...(session ? { cookie: session.cookie, 'x-csrf-token': session.csrf } : {}), ...(body ? { 'content-type': 'application/json' } : {}) },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+      const text = await res.text();
+      return { status: res.status, body: (text.startsWith('{') ? JSON.parse(text) : text) as any };
+    };
+    const consolePath = (route: Route<unknown>) =>
+      route.path.replace(/:([a-z_]+)/g, (_, name: string) => {
+        if (name === 'webhook_id') return owned.webhook;
+        if (name === 'delivery_id') return owned.delivery;
+        if (name === 'key_id') return ownerKeyId;
+        if (name === 'id' && route.path.startsWith('/console/v1/videos/')) return owned.video;
+        if (name === 'id' && route.path.startsWith('/console/v1/chat/sessions/')) return owned.session;
+        if (name === 'org_id') return owner.orgId;
+        if (name === 'member_id') return 'mem_doesnotexist';
+        throw new Error(`No fixture for :${name} in ${label(route)}: add one so that cross-organization access to it is tested.`);
+      });
+    const member = consoleTable.filter((r) => r.who === 'member');
+
+    beforeAll(async () => {
+      for (const [who, org] of [['owner', owner.orgId], ['stranger', stranger.orgId]] as const) {
+        await api.admin('POST', `/organizations/${org}/members`, { email: `${who}@access.test`, password: PASSWORD });
+        sessions[who] = await signIn({ email: `${who}@access.test`, password: PASSWORD });
+      }
+      sessions.operator = await signIn({ admin_token: service.adminToken });
+      ownerKeyId = (await api.admin('GET', `/organizations/${owner.orgId}/keys`)).body.data[0].id;
+    });
+
+    it('answers 401 invalid_session to every route but sign-in without a session', async () => {
+      for (const route of consoleTable.filter((r) => r.who !== 'anyone')) {
+        const res = await call(null, route, consolePath(route));
+        expect(res.status, label(route)).toBe(401);
+        expect(res.body.error, label(route)).toMatchObject({ type: 'authentication_error', code: 'invalid_session' });
+      }
+    });
+
+    it("keeps members to their organization's pages and operators to the admin operations (403)", async () => {
+      for (const route of consoleTable.filter((r) => r.who === 'operator')) {
+        expect((await call('owner', route, consolePath(route))).body.error?.code, label(route)).toBe('operator_session_required');
+      }
+      for (const route of member) {
+        expect((await call('operator', route, consolePath(route))).body.error?.code, label(route)).toBe('member_session_required');
+      }
+    });
+
+    it("answers 404 to another organization's member for every id of the owner's, which the owner reads", async () => {
+      for (const route of member.filter((r) => r.path.includes(':'))) {
+        const res = await call('stranger', route, consolePath(route));
+        expect(res.status, label(route)).toBe(404);
+        expect(res.body.error.type, label(route)).toBe('invalid_request_error');
+      }
+      for (const route of member.filter((r) => r.path.includes(':') && r.method === 'GET')) {
+        expect((await call('owner', route, consolePath(route))).status, label(route)).toBe(200);
+      }
+      // Lists: the stranger's show none of the owner's ids.
+      for (const route of member.filter((r) => r.method === 'GET' && !r.path.includes(':'))) {
+        const res = await call('stranger', route, route.path);
+        expect(res.status, label(route)).toBe(200);
+        const text = JSON.stringify(res.body);
+        for (const id of [...Object.values(owned), ownerKeyId, owner.orgId]) expect(text, label(route)).not.toContain(id);
+      }
+    });
+  });
 
   it('answers 404 to another organization for every id-taking route, and the owner finds the same ids', async () => {
     for (const route of withIds) {

@@ -1,21 +1,59 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import createIgnore from '@balena/dockerignore';
+import { type ConfigurationCheck, parseConfiguration, PROBE_PATHS } from '@oc/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
+import type { z } from 'zod';
+import { billingProcessConfig } from '../../billing/src/process-config';
+import { chatProcessConfig } from '../../chat/src/process-config';
+import { gatewayProcessConfig } from '../../gateway/src/process-config';
+import { videoProcessChecks, videoProcessConfig } from '../../video/src/process-config';
+import { webhookProcessChecks, webhookProcessConfig } from '../../webhook/src/process-config';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
-const SERVICES = ['gateway', 'billing', 'chat', 'video', 'webhook'];
+const SERVICES = ['gateway', 'billing', 'chat', 'video', 'webhook'] as const;
+type Service = (typeof SERVICES)[number];
+
+/** Each service's environment as its main.ts parses it: the variables it reads and the rules across them. */
+const PROCESS_CONFIG: Record<Service, { schema: z.ZodObject; checks: readonly ConfigurationCheck[] }> = {
+  gateway: { schema: gatewayProcessConfig, checks: [] },
+  billing: { schema: billingProcessConfig, checks: [] },
+  chat: { schema: chatProcessConfig, checks: [] },
+  video: { schema: videoProcessConfig, checks: videoProcessChecks },
+  webhook: { schema: webhookProcessConfig, checks: webhookProcessChecks },
+};
+const variablesOf = (service: Service) => Object.keys(PROCESS_CONFIG[service].schema.shape).sort();
+/** What a process refuses to start without: whatever an empty environment is faulted for. */
+function requiredOf(service: Service): string[] {
+  const { schema, checks } = PROCESS_CONFIG[service];
+  const parsed = parseConfiguration(schema, {}, checks);
+  return parsed.success ? [] : parsed.problems.map((p) => p.variable).sort();
+}
+/** Variables that are secrets, or may carry credentials (connection strings): never in a ConfigMap or a plain value. */
+const SECRET_VARIABLES = new Set([
+  'ADMIN_TOKEN',
+  'WEBHOOK_SECRET_KEY',
+  'VIDEO_S3_ACCESS_KEY_ID',
+  'VIDEO_S3_SECRET_ACCESS_KEY',
+  'VIDEO_UPSTREAM_API_KEY',
+  'CHAT_UPSTREAM_API_KEY',
+  'EVENTSTORE_URL',
+  'MONGO_URL',
+  'REDIS_URL',
+  'OTEL_EXPORTER_OTLP_HEADERS',
+]);
 
 /** Values of the right form for what the deployment files leave to the operator's secrets. */
 const SECRET_VALUES: Record<string, string> = {
   ADMIN_TOKEN: 'a'.repeat(32),
   WEBHOOK_SECRET_KEY: Buffer.alloc(32, 7).toString('base64'),
 };
-const secret = (name: string) => SECRET_VALUES[name] ?? 'operator-supplied';
+const secret = (name: string, example?: string) => SECRET_VALUES[name] ?? example ?? 'operator-supplied';
 
 /** docker compose's `${VAR:?message}` and `${VAR:-default}`, as the operator's shell would fill them. */
 const interpolate = (value: unknown) =>
@@ -23,45 +61,116 @@ const interpolate = (value: unknown) =>
     kind === '-' ? rest! : secret(name),
   );
 
+// ---------------------------------------------------------------------------------------------- docker compose
+
+interface ComposeService {
+  build?: { context: string; dockerfile?: string; args?: Record<string, string> };
+  image?: string;
+  environment?: Record<string, unknown>;
+  ports?: string[];
+  healthcheck?: { test: string[] | string };
+  depends_on?: Record<string, { condition?: string }> | string[];
+  restart?: string;
+  command?: string[] | string;
+  volumes?: string[];
+}
+const compose = () =>
+  parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as { services: Record<string, ComposeService> };
+
+const composeEnvironment = (service: ComposeService) =>
+  Object.fromEntries(Object.entries(service.environment ?? {}).map(([k, v]) => [k, interpolate(v)]));
+
 function composeEnvironments(): Record<string, Record<string, string>> {
-  const compose = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
-    services: Record<string, { environment?: Record<string, unknown> }>;
+  const { services } = compose();
+  return Object.fromEntries(SERVICES.map((name) => [name, composeEnvironment(services[name] ?? {})]));
+}
+
+const healthTest = (service: ComposeService) => [service.healthcheck?.test ?? []].flat().join(' ');
+/** A one-shot job (the bucket's creation): it runs to completion, so it is waited for, not health-checked. */
+const isJob = (service: ComposeService) => service.restart === 'no';
+
+// ---------------------------------------------------------------------------------------------- Kubernetes
+
+interface EnvEntry {
+  name: string;
+  value?: string;
+  valueFrom?: {
+    configMapKeyRef?: { name: string; key: string; optional?: boolean };
+    secretKeyRef?: { name: string; key: string; optional?: boolean };
+    fieldRef?: { fieldPath: string };
   };
-  return Object.fromEntries(
-    SERVICES.map((name) => [
-      name,
-      Object.fromEntries(Object.entries(compose.services[name]?.environment ?? {}).map(([k, v]) => [k, interpolate(v)])),
-    ]),
-  );
+}
+interface Probe {
+  httpGet?: { path: string; port: number | string };
+}
+interface Container {
+  name: string;
+  image: string;
+  ports?: Array<{ name?: string; containerPort: number }>;
+  env?: EnvEntry[];
+  envFrom?: unknown[];
+  readinessProbe?: Probe;
+  livenessProbe?: Probe;
+  startupProbe?: Probe;
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  volumeMounts?: Array<{ name: string; mountPath: string }>;
+}
+type Manifest = any;
+
+function manifests(): Manifest[] {
+  const dir = join(ROOT, 'deploy/k8s');
+  return readdirSync(dir)
+    .filter((file) => file.endsWith('.yaml'))
+    .flatMap((file) => parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map((doc) => doc.toJS() as Manifest))
+    .filter(Boolean);
+}
+const configMapOf = (docs: Manifest[]) => docs.find((d) => d.kind === 'ConfigMap' && d.metadata.name === 'oc-config').data as Record<string, string>;
+const secretOf = (docs: Manifest[]) => docs.find((d) => d.kind === 'Secret' && d.metadata.name === 'oc-secrets').stringData as Record<string, string>;
+const workloads = (docs: Manifest[]) => docs.filter((d) => d.kind === 'Deployment' || d.kind === 'StatefulSet');
+const containerOf = (docs: Manifest[], service: string): { workload: Manifest; container: Container } => {
+  for (const workload of workloads(docs)) {
+    const container = (workload.spec.template.spec.containers as Container[]).find((c) => c.name === service);
+    if (container) return { workload, container };
+  }
+  throw new Error(`no container named ${service}`);
+};
+
+/** The environment a container gets, as Kubernetes would resolve it from the ConfigMap and the Secret. */
+function kubernetesEnvironment(docs: Manifest[], container: Container): Record<string, string> {
+  const configMap = configMapOf(docs);
+  const secrets = secretOf(docs);
+  const env: Record<string, string> = {};
+  for (const entry of container.env ?? []) {
+    const from = entry.valueFrom;
+    if (entry.value !== undefined) env[entry.name] = entry.value;
+    else if (from?.configMapKeyRef && from.configMapKeyRef.key in configMap) env[entry.name] = configMap[from.configMapKeyRef.key]!;
+    else if (from?.secretKeyRef && from.secretKeyRef.key in secrets) env[entry.name] = secret(entry.name, secrets[from.secretKeyRef.key]);
+    else if (from?.fieldRef) env[entry.name] = 'pod-name-0';
+  }
+  return env;
 }
 
 function kubernetesEnvironments(): Record<string, Record<string, string>> {
-  const dir = join(ROOT, 'deploy/k8s');
-  const documents = readdirSync(dir)
-    .filter((file) => file.endsWith('.yaml'))
-    .flatMap((file) => parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map((doc) => doc.toJS() as any));
-  const configMap = documents.find((d) => d?.kind === 'ConfigMap' && d.metadata.name === 'oc-config').data as Record<string, string>;
-  const secrets = documents.find((d) => d?.kind === 'Secret' && d.metadata.name === 'oc-secrets').stringData as Record<string, string>;
-  const environments: Record<string, Record<string, string>> = {};
-  for (const workload of documents.filter((d) => d?.kind === 'Deployment' || d?.kind === 'StatefulSet')) {
-    for (const container of workload.spec.template.spec.containers) {
-      const env: Record<string, string> = {};
-      for (const source of container.envFrom ?? []) {
-        if (source.configMapRef?.name === 'oc-config') Object.assign(env, configMap);
-        if (source.secretRef?.name === 'oc-secrets') for (const name of Object.keys(secrets)) env[name] = secret(name);
-      }
-      for (const entry of container.env ?? []) env[entry.name] = entry.value ?? `from-${entry.valueFrom ? 'field' : 'nothing'}`;
-      environments[container.name] = env;
-    }
-  }
-  return environments;
+  const docs = manifests();
+  return Object.fromEntries(SERVICES.map((service) => [service, kubernetesEnvironment(docs, containerOf(docs, service).container)]));
 }
+
+/** A probe's port, resolved from the container's named ports. */
+const probePort = (container: Container, probe: Probe | undefined) => {
+  const port = probe?.httpGet?.port;
+  return typeof port === 'number' ? port : container.ports?.find((p) => p.name === port)?.containerPort;
+};
+/** Where the service answers probes, by its own configuration: PORT for the gateway, HEALTH_PORT for a service. */
+const servingPort = (service: Service, env: Record<string, string>) =>
+  Number(service === 'gateway' ? (env.PORT ?? gatewayProcessConfig.shape.PORT.parse(undefined)) : env.HEALTH_PORT);
+
+// ---------------------------------------------------------------------------------------------- the processes
 
 /** The process's own verdict on an environment: `OC_CHECK_CONFIG=1` parses it as at boot and starts nothing. */
 async function checkConfiguration(service: string, env: Record<string, string>, dataDir: string) {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, `services/${service}/src/main.ts`)], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: join(dataDir, service), ...env, OC_CHECK_CONFIG: '1' },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, DATA_DIR: join(dataDir, service), OC_CHECK_CONFIG: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -94,5 +203,206 @@ describe('the deployment files', () => {
     const verdict = await checkConfiguration('webhook', webhook, dataDir);
     expect(verdict.code).toBe(78);
     expect(verdict.output).toMatch(/^Invalid configuration: WEBHOOK_SECRET_KEY: required in production mode/);
+  });
+});
+
+describe('docker-compose.yml', () => {
+  const { services } = compose();
+
+  it('builds each service it names from that service, with the image of deploy/Dockerfile', () => {
+    for (const name of SERVICES) {
+      const service = services[name]!;
+      expect(service, name).toBeDefined();
+      expect(service.build).toMatchObject({ context: '.', dockerfile: 'deploy/Dockerfile', args: { SERVICE: name } });
+      expect(existsSync(join(ROOT, `services/${name}/src/main.ts`)), name).toBe(true);
+    }
+    const built = Object.entries(services).filter(([, s]) => s.build?.dockerfile === 'deploy/Dockerfile');
+    for (const [name, service] of built) expect(SERVICES, `${name} builds SERVICE=${service.build!.args?.SERVICE}`).toContain(service.build!.args?.SERVICE);
+  });
+
+  it.each(SERVICES)('sets for %s only variables it reads, and every one it requires', (name) => {
+    const environment = composeEnvironment(services[name]!);
+    const unknown = Object.keys(environment).filter((variable) => !variablesOf(name).includes(variable));
+    expect(unknown, `${name} does not read these`).toEqual([]);
+    expect(requiredOf(name).filter((variable) => !(variable in environment)), `${name} requires these`).toEqual([]);
+  });
+
+  it('health-checks every container, and starts each once what it depends on is healthy', () => {
+    for (const [name, service] of Object.entries(services)) {
+      if (!isJob(service)) expect(healthTest(service), `${name} has a healthcheck`).not.toBe('');
+      const needs: Record<string, { condition?: string }> = Array.isArray(service.depends_on)
+        ? Object.fromEntries(service.depends_on.map((n) => [n, {}]))
+        : (service.depends_on ?? {});
+      for (const [dependency, { condition }] of Object.entries(needs)) {
+        expect(services[dependency], `${name} depends on ${dependency}`).toBeDefined();
+        expect(condition, `${name} → ${dependency}`).toBe(isJob(services[dependency]!) ? 'service_completed_successfully' : 'service_healthy');
+      }
+    }
+  });
+
+  it("probes each service where it answers (/readyz on PORT or HEALTH_PORT) and publishes the gateway's port", () => {
+    for (const name of SERVICES) {
+      const env = composeEnvironment(services[name]!);
+      expect(healthTest(services[name]!), name).toContain(`http://127.0.0.1:${servingPort(name, env)}${PROBE_PATHS.readiness}`);
+    }
+    const gatewayPort = servingPort('gateway', composeEnvironment(services.gateway!));
+    expect(services.gateway!.ports?.map((p) => Number(String(p).split(':').at(-1)))).toContain(gatewayPort);
+  });
+
+  it('reaches the infrastructure it names: NATS, KurrentDB, MongoDB as a replica set, Redis, the bucket, the collector and Jaeger', () => {
+    const hostOf = (url: string) => new URL(url).hostname;
+    for (const name of SERVICES) {
+      const env = composeEnvironment(services[name]!);
+      for (const variable of ['NATS_URL', 'EVENTSTORE_URL', 'MONGO_URL', 'REDIS_URL', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'VIDEO_S3_ENDPOINT']) {
+        if (env[variable]) expect(services[hostOf(env[variable]!)], `${name} ${variable}`).toBeDefined();
+      }
+      const replicaSet = env.MONGO_URL && new URL(env.MONGO_URL).searchParams.get('replicaSet');
+      if (replicaSet) expect([services.mongo!.command].flat().join(' ')).toContain(`--replSet ${replicaSet}`);
+    }
+    // The bucket the video service uses is made on start, before the video service starts.
+    const bucket = composeEnvironment(services.video!).VIDEO_S3_BUCKET;
+    const maker = Object.values(services).find((s) => isJob(s) && [s.command].flat().join(' ').includes('mc mb'))!;
+    expect(composeEnvironment(maker).VIDEO_S3_BUCKET).toBe(bucket);
+
+    // Every process exports to the collector's OTLP/HTTP receiver, which sends traces on to Jaeger's.
+    const collector = parse(readFileSync(join(ROOT, 'deploy/otel-collector.yaml'), 'utf8'));
+    const otlpHttp = new URL(`http://${collector.receivers.otlp.protocols.http.endpoint}`);
+    for (const name of SERVICES) expect(new URL(composeEnvironment(services[name]!).OTEL_EXPORTER_OTLP_ENDPOINT!).port, name).toBe(otlpHttp.port);
+    const traceExporters = collector.service.pipelines.traces.exporters as string[];
+    const toJaeger = traceExporters.map((e) => collector.exporters[e]?.endpoint as string | undefined).find((e) => e?.startsWith('jaeger:'));
+    expect(toJaeger).toBeDefined();
+    expect(services.jaeger!.ports).toContain('16686:16686');
+    expect(collector.service.pipelines.metrics.receivers).toContain('otlp');
+  });
+});
+
+describe('deploy/k8s', () => {
+  const docs = manifests();
+  const configMap = configMapOf(docs);
+  const secrets = secretOf(docs);
+
+  it('runs each service it names from its own image, and names no other', () => {
+    const containers = workloads(docs).flatMap((w) => w.spec.template.spec.containers as Container[]);
+    expect(containers.map((c) => c.name).sort()).toEqual([...SERVICES].sort());
+    for (const container of containers) {
+      expect(container.image).toMatch(new RegExp(`^oc/${container.name}(:|$)`));
+      expect(existsSync(join(ROOT, `services/${container.name}/src/main.ts`))).toBe(true);
+    }
+  });
+
+  it.each(SERVICES)('gives %s every variable it reads, from the ConfigMap or the Secret, and only those', (name) => {
+    const { container } = containerOf(docs, name);
+    expect(container.envFrom, 'each variable is referenced by name').toBeUndefined();
+    expect((container.env ?? []).map((e) => e.name).sort()).toEqual(variablesOf(name));
+    for (const entry of container.env ?? []) {
+      const from = entry.valueFrom;
+      const sources = [entry.value !== undefined, !!from?.configMapKeyRef, !!from?.secretKeyRef, !!from?.fieldRef].filter(Boolean);
+      expect(sources, entry.name).toHaveLength(1);
+      if (SECRET_VARIABLES.has(entry.name)) expect(from?.secretKeyRef, `${entry.name} comes from the Secret`).toMatchObject({ name: 'oc-secrets' });
+      if (from?.configMapKeyRef) {
+        expect(from.configMapKeyRef.name).toBe('oc-config');
+        expect(from.configMapKeyRef.key).toBe(entry.name);
+        if (!from.configMapKeyRef.optional) expect(configMap, entry.name).toHaveProperty(entry.name);
+      }
+      if (from?.secretKeyRef) {
+        expect(from.secretKeyRef.name).toBe('oc-secrets');
+        if (!from.secretKeyRef.optional) expect(secrets, entry.name).toHaveProperty(from.secretKeyRef.key);
+      }
+    }
+    // What the service cannot start without is never an optional reference.
+    for (const variable of requiredOf(name)) {
+      const entry = container.env!.find((e) => e.name === variable)!;
+      const ref = entry.valueFrom?.configMapKeyRef ?? entry.valueFrom?.secretKeyRef;
+      expect(entry.value !== undefined || (ref !== undefined && !ref.optional), `${name} requires ${variable}`).toBe(true);
+    }
+    // Keys of the ConfigMap are variables some service reads.
+    for (const key of Object.keys(configMap)) expect(SERVICES.some((s) => variablesOf(s).includes(key)), key).toBe(true);
+  });
+
+  it.each(SERVICES)("probes %s on the code's paths and the port it answers on, with resources and a writable data directory", (name) => {
+    const { workload, container } = containerOf(docs, name);
+    const env = kubernetesEnvironment(docs, container);
+    const port = servingPort(name, env);
+    expect(container.ports?.map((p) => p.containerPort)).toContain(port);
+    expect(container.readinessProbe?.httpGet?.path).toBe(PROBE_PATHS.readiness);
+    expect(container.livenessProbe?.httpGet?.path).toBe(PROBE_PATHS.liveness);
+    for (const probe of [container.readinessProbe, container.livenessProbe, container.startupProbe].filter(Boolean)) {
+      expect([PROBE_PATHS.readiness, PROBE_PATHS.liveness]).toContain(probe!.httpGet?.path);
+      expect(probePort(container, probe), `${name} probe port`).toBe(port);
+    }
+    for (const kind of ['requests', 'limits'] as const) expect(Object.keys(container.resources?.[kind] ?? {}).sort(), `${name} ${kind}`).toEqual(['cpu', 'memory']);
+    expect(workload.spec.template.spec.securityContext).toMatchObject({ runAsNonRoot: true, fsGroup: 10001 });
+    if (env.DATA_DIR) expect(container.volumeMounts?.map((m) => m.mountPath), `${name} mounts DATA_DIR`).toContain(env.DATA_DIR);
+  });
+
+  it('scales the gateway and chat workers, keeps budgets for disruptions, and routes the Service to the API port', () => {
+    const targets = docs.filter((d) => d.kind === 'HorizontalPodAutoscaler').map((h) => h.spec.scaleTargetRef);
+    for (const target of targets) expect(workloads(docs).some((w) => w.kind === target.kind && w.metadata.name === target.name), target.name).toBe(true);
+    expect(targets.map((t) => t.name).sort()).toEqual(['oc-chat', 'oc-gateway']);
+
+    const budgets = docs.filter((d) => d.kind === 'PodDisruptionBudget');
+    expect(budgets.map((b) => b.metadata.name).sort()).toEqual(['oc-chat', 'oc-gateway']);
+    for (const budget of budgets) {
+      const selected = workloads(docs).filter((w) =>
+        Object.entries(budget.spec.selector.matchLabels).every(([k, v]) => w.spec.template.metadata.labels[k] === v),
+      );
+      expect(selected, budget.metadata.name).toHaveLength(1);
+    }
+
+    const gatewayService = docs.find((d) => d.kind === 'Service' && d.metadata.name === 'oc-gateway');
+    const { container } = containerOf(docs, 'gateway');
+    expect(probePort(container, { httpGet: { path: '/', port: gatewayService.spec.ports[0].targetPort } })).toBe(
+      servingPort('gateway', kubernetesEnvironment(docs, container)),
+    );
+  });
+});
+
+describe('deploy/Dockerfile and .dockerignore', () => {
+  const dockerfile = readFileSync(join(ROOT, 'deploy/Dockerfile'), 'utf8');
+  const lines = dockerfile.split('\n').filter((l) => !l.trim().startsWith('#'));
+  const finalStage = lines.slice(lines.findLastIndex((l) => /^FROM\s/.test(l))).join('\n');
+
+  it('builds in one stage and runs the built bundle with production dependencies only, as a user that owns its data directory', () => {
+    expect(lines.filter((l) => /^FROM\s/.test(l)).length).toBeGreaterThanOrEqual(2);
+    expect(dockerfile).toMatch(/pnpm@9\.15\.9 --filter "@oc\/\$\{SERVICE\}" deploy --prod \/out/);
+    const dataDir = /DATA_DIR=(\S+)/.exec(finalStage)?.[1];
+    expect(dataDir).toBeDefined();
+    expect(finalStage).toContain(`chown oc:oc ${dataDir}`);
+    expect(finalStage).toMatch(new RegExp(`VOLUME \\["${dataDir}"\\]`));
+    const user = /^USER\s+(\S+)/m.exec(finalStage)?.[1];
+    expect(user && !/^(root|0)(:|$)/.test(user)).toBe(true);
+    expect(finalStage).toMatch(/CMD \["node", "--enable-source-maps", "dist\/main\.js"\]/);
+    // What `pnpm deploy` copies is the package's `files`: the bundle, built by its `build` script.
+    for (const name of SERVICES) {
+      const pkg = JSON.parse(readFileSync(join(ROOT, `services/${name}/package.json`), 'utf8'));
+      expect(pkg.files, name).toEqual(['dist']);
+      expect(pkg.scripts?.build, name).toBe('tsup');
+      // Workspace packages are bundled; the console's built files are read from its package at run time.
+      const workspace = Object.keys(pkg.dependencies ?? {}).filter((d: string) => d.startsWith('@oc/') && d !== '@oc/dashboard');
+      expect(workspace, `${name}: workspace packages are bundled`).toEqual([]);
+    }
+  });
+
+  it('keeps dependencies, builds, data directories and secrets out of the build context', () => {
+    const ignore = createIgnore().add(readFileSync(join(ROOT, '.dockerignore'), 'utf8'));
+    for (const path of [
+      'node_modules/express/index.js',
+      'services/video/node_modules/x/index.js',
+      'services/gateway/dist/main.js',
+      '.data/events.sqlite',
+      '.data/admin-token',
+      'services/video/.data/webhook-secret-key',
+      '.env',
+      '.env.production',
+      'deploy/tls/server.key',
+      'deploy/tls/server.pem',
+      'deploy/k8s/secrets.yaml',
+      '.git/config',
+    ]) {
+      expect(ignore.ignores(path), path).toBe(true);
+    }
+    for (const path of ['package.json', 'pnpm-lock.yaml', 'pnpm-workspace.yaml', 'turbo.json', 'tsup.shared.ts', 'services/gateway/src/main.ts', 'packages/eventstore/src/eventstore-writer.mjs', 'scripts/ensure-built.mjs']) {
+      expect(ignore.ignores(path), path).toBe(false);
+    }
   });
 });

@@ -111,13 +111,18 @@ async function stopProcess(child: ChildProcess) {
   await exited;
 }
 
-/** Waits for `/readyz`; if it never comes, stops the processes (left running, they would answer other runs). */
-async function untilReady(url: string, children: ChildProcess[]) {
+/**
+ * Waits for `/readyz` at `url` (and at each service's HEALTH_PORT in `others`); if it never comes, stops the
+ * processes (left running, they would answer other runs).
+ */
+async function untilReady(url: string, children: ChildProcess[], others: string[] = []) {
   await vi.waitFor(
     async () => {
       for (const c of children) if (c.exitCode !== null) throw new Error(`a service exited with ${c.exitCode}`);
-      const res = await fetch(`${url}/readyz`);
-      if (res.status !== 200) throw new Error(`not ready: ${res.status}`);
+      for (const base of [url, ...others]) {
+        const res = await fetch(`${base}/readyz`);
+        if (res.status !== 200) throw new Error(`${base} not ready: ${res.status}`);
+      }
     },
     // Generous: every service process compiles its TypeScript at start, and CI machines have two cores.
     { timeout: 120_000, interval: 200 },
@@ -182,21 +187,34 @@ export const distributed = async (env: Record<string, string> = {}, options: { s
   };
   // A durable consumer of its own, so another run's webhook process on the same NATS never takes its events.
   const webhookConsumer = `webhook-deliveries-${dataDir.split('-').at(-1)}`;
+  // Each service answers its probes on a port of its own, as in a container: ready means every one is.
+  const health = Object.fromEntries(await Promise.all(['billing', 'chat', 'webhook', 'video'].map(async (s) => [s, await freePort()] as const)));
+  const probes = (service: string) => ({ HEALTH_PORT: String(health[service]), HEALTH_HOST: '127.0.0.1' });
   let children: ChildProcess[] = [];
   const start = async () => {
     children = [
-      spawnService('services/billing/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'billing') }),
-      spawnService('services/chat/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'chat') }),
+      spawnService('services/billing/src/main.ts', { ...common, ...probes('billing'), DATA_DIR: join(dataDir, 'billing') }),
+      spawnService('services/chat/src/main.ts', { ...common, ...probes('chat'), DATA_DIR: join(dataDir, 'chat') }),
       spawnService('services/webhook/src/main.ts', {
         ...common,
+        ...probes('webhook'),
         DATA_DIR: join(dataDir, 'webhook'),
         WEBHOOK_SECRET_KEY,
         WEBHOOK_CONSUMER: webhookConsumer,
       }),
-      spawnService('services/video/src/main.ts', { ...common, DATA_DIR: join(dataDir, 'video'), PUBLIC_BASE_URL: `http://127.0.0.1:${port}` }),
+      spawnService('services/video/src/main.ts', {
+        ...common,
+        ...probes('video'),
+        DATA_DIR: join(dataDir, 'video'),
+        PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+      }),
       spawnService('services/gateway/src/main.ts', { ...common, PORT: String(port), HOST: '127.0.0.1', ADMIN_TOKEN }),
     ];
-    await untilReady(`http://127.0.0.1:${port}`, children);
+    await untilReady(
+      `http://127.0.0.1:${port}`,
+      children,
+      Object.values(health).map((p) => `http://127.0.0.1:${p}`),
+    );
   };
   await start();
   return {

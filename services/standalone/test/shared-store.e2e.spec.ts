@@ -60,12 +60,21 @@ describe.skipIf(!(await natsReachable()))('every service process on one shared e
       .sort();
 
   it('delivers every webhook event of videos made alongside chats and payments', async () => {
-    const { key } = await api.newCustomer({
+    const { key, orgId } = await api.newCustomer({
       credit: 20,
       tier: 'enterprise',
       scopes: ['video:read', 'video:write', 'webhook:read', 'webhook:write', 'chat:read', 'chat:write'],
       key: { rate_limit_per_minute: 100_000 },
     });
+    // The console's streams too: a member, and its sign-in.
+    const password = 'correct horse battery staple';
+    expect((await api.admin('POST', `/organizations/${orgId}/members`, { email: 'ada@shared.test', password })).status).toBe(200);
+    const signIn = await fetch(`${service.url}/console/v1/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'ada@shared.test', password }),
+    });
+    expect(signIn.status).toBe(200);
     // The webhook process may come up after the gateway reports ready.
     await eventually(async () => {
       const hook = await api.call('POST', '/v1/webhooks', {

@@ -83,6 +83,16 @@ describe.skipIf(!nats)('pnpm start:distributed', () => {
       headers: { authorization: `Bearer ${/: (oc_admin_\S+)/.exec(output)![1]}` },
     }).then((res) => res.json() as Promise<any>);
     expect([...keys.data[0].scopes].sort()).toEqual([...SCOPES].sort());
+
+    // The web console, from the gateway process: its page, and an operator's sign-in over this plain-HTTP address.
+    expect(await (await fetch(`http://127.0.0.1:${port}/dashboard/`)).text()).toContain('<div id="root">');
+    const signIn = await fetch(`http://127.0.0.1:${port}/console/v1/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ admin_token: /: (oc_admin_\S+)/.exec(output)![1] }),
+    });
+    expect(signIn.status).toBe(200);
+    expect(signIn.headers.get('set-cookie')).toMatch(/^oc_console=[^;]+; Max-Age=43200; Path=\/console\/v1; HttpOnly; SameSite=Strict$/);
   });
 
   it('stops every process on SIGTERM, and a second start keeps the data and creates no second demo', async () => {

@@ -4,6 +4,7 @@ import { aloneReplica, type Clock, type IdSource, type Replicas, repeatByClock }
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
 import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
+import { telemetryEnabled } from '@oc/telemetry';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { videoReadModels } from './projections';
@@ -13,6 +14,7 @@ import { LocalFileStore } from './adapters/local-file-store';
 import { OpenAiVideoProvider } from './adapters/openai-provider';
 import { ClockScheduler } from './adapters/scheduler';
 import { SimulatedProvider } from './adapters/simulator';
+import { traceVideoProvider } from './adapters/traced-provider';
 import { fileKey, type JobTimings, VideoJobs } from './application/jobs';
 import type { FileStore, Scheduler, UrlSigner, VideoProvider } from './application/ports';
 import { VideoService } from './application/videos';
@@ -69,6 +71,20 @@ function liveProvider(config: VideoConfig, simulator: VideoProvider): VideoProvi
     models: config.VIDEO_UPSTREAM_MODELS,
     pollIntervalMs: config.VIDEO_UPSTREAM_POLL_MS,
   });
+}
+
+/** Upstream calls are GenAI spans when telemetry is on; otherwise the providers are used as they are. */
+function tracedProviders(config: VideoConfig, simulator: VideoProvider): { live: VideoProvider; simulator: VideoProvider } {
+  const live = liveProvider(config, simulator);
+  if (!telemetryEnabled()) return { live, simulator };
+  const tracedSimulator = traceVideoProvider(simulator, { provider: 'oc.simulator', modelOf: (model) => model });
+  return {
+    simulator: tracedSimulator,
+    live:
+      live === simulator
+        ? tracedSimulator
+        : traceVideoProvider(live, { provider: 'openai', modelOf: (model) => config.VIDEO_UPSTREAM_MODELS[model] ?? model }),
+  };
 }
 
 /** The S3 client is loaded only when a bucket is configured: it is large, and costs start-up time. */
@@ -134,7 +150,7 @@ export async function createVideo(runtime: VideoRuntime) {
     commands,
     readModels,
     billing,
-    providers: { live: liveProvider(config, simulator), simulator },
+    providers: tracedProviders(config, simulator),
     temporary,
     permanent,
     renderer,

@@ -1,21 +1,18 @@
+import { telemetry } from './telemetry';
 import { configFromEnv, sortableIds, systemClock } from '@oc/contracts';
-import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
-import { z } from 'zod';
+import { runServiceProcess } from '@oc/service-runtime';
 import pkg from '../package.json' with { type: 'json' };
 import { createVideo } from './app';
-import { VideoConfigSchema, videoConfigChecks } from './config';
+import { videoProcessChecks, videoProcessConfig } from './process-config';
 
 /** The video service as its own process over NATS; configuration validated once at boot. */
-const config = configFromEnv(
-  VideoConfigSchema.extend(serviceProcessConfig('video').shape).extend({ PUBLIC_BASE_URL: z.url().default('http://localhost:8080') }),
-  process.env,
-  [videoConfigChecks],
-);
+const config = configFromEnv(videoProcessConfig, process.env, videoProcessChecks);
 
 await runServiceProcess({
   service: 'video',
   version: pkg.version,
   config,
+  telemetry,
   create: ({ eventStore, readModels, client, logger, replicas }) =>
     createVideo({
       replicas,

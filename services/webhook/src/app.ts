@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { aloneReplica, type Clock, type IdSource, type Replicas, repeatByClock, VideoNotifications } from '@oc/contracts';
-import { CommandHandler, type EventStore, type StoredEvent, type Subscription } from '@oc/eventstore';
+import { causedBy, CommandHandler, type EventStore, type StoredEvent, type Subscription } from '@oc/eventstore';
 import type { DurableEventBus, ServiceClient } from '@oc/messaging';
 import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
@@ -161,7 +161,8 @@ export async function createWebhook(runtime: WebhookRuntime) {
     const webhookEvent = webhookEventOf(event, logger);
     if (!webhookEvent) return;
     if (!runtime.followVideoEvents) feed.publish(webhookEvent);
-    await deliveries.deliver(webhookEvent);
+    // The deliveries continue the video event's causal chain (and, traced, its trace).
+    await deliveries.deliver(webhookEvent, causedBy(event));
   };
   // With replicas, the durable consumer hands each event to one of them: the feed follows every event itself.
   const following = await runtime.followVideoEvents?.((event) => {

@@ -1,31 +1,26 @@
+import { telemetry } from './telemetry';
 import { join } from 'node:path';
 import { configFromEnv, sortableIds, systemClock, VideoNotifications } from '@oc/contracts';
 import { JetStreamEventBus } from '@oc/messaging';
-import { runServiceProcess, serviceProcessConfig } from '@oc/service-runtime';
-import { z } from 'zod';
+import { runServiceProcess } from '@oc/service-runtime';
 import pkg from '../package.json' with { type: 'json' };
 import { resolveSecretKey } from './adapters/secret-box';
-import { createWebhook, VIDEO_EVENTS_CONSUMER } from './app';
-import { WebhookConfigSchema, webhookConfigChecks, webhookSettings } from './config';
+import { createWebhook } from './app';
+import { webhookSettings } from './config';
+import { webhookProcessChecks, webhookProcessConfig } from './process-config';
 
 /**
  * The webhook service as its own process over NATS; validated once at boot. Production mode unless
  * WEBHOOK_MODE=development; in production WEBHOOK_SECRET_KEY is required, in development one is generated
  * under DATA_DIR when it is unset (as standalone does).
  */
-const config = configFromEnv(
-  WebhookConfigSchema.extend(serviceProcessConfig('webhook').shape).extend({
-    /** The JetStream durable consumer; replicas of one deployment share it. */
-    WEBHOOK_CONSUMER: z.string().regex(/^[A-Za-z0-9_-]+$/).default(VIDEO_EVENTS_CONSUMER).describe('letters, digits, _ and -'),
-  }),
-  process.env,
-  [webhookConfigChecks('production', { requireKeyInProduction: true })],
-);
+const config = configFromEnv(webhookProcessConfig, process.env, webhookProcessChecks);
 
 await runServiceProcess({
   service: 'webhook',
   version: pkg.version,
   config,
+  telemetry,
   create: async ({ eventStore, readModels, client, nc, logger, replicas }) => {
     // Turning a video event into deliveries takes milliseconds: an event its replica took to the grave goes
     // to another replica after 15 s rather than the bus's default minute.

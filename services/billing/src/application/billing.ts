@@ -4,22 +4,41 @@ import {
   type Balance,
   type BillingMessage,
   type Clock,
+  type ConsolePrincipal,
   type CreatedApiKey,
+  type DailySpend,
   DEFAULT_KEY_RATE_LIMIT_PER_MINUTE,
   DomainError,
   effectiveLimits,
   type IdSource,
+  type KeyDailyUsage,
   type KeyPrincipal,
   type LedgerEntry,
+  type Member,
   microsToUsd,
   type Organization,
   unixSeconds,
 } from '@oc/contracts';
 import type { CommandHandler, EventMetadata, EventStore } from '@oc/eventstore';
 import { pageAfter, type ReadModels } from '@oc/readmodel';
+import { telemetryEnabled } from '@oc/telemetry';
 import { accountDecider, type AccountCommand, accountStream } from '../domain/account';
 import { apiKeyDecider, type ApiKeyCommand, apiKeyStream } from '../domain/api-key';
-import { type ApiKeyDoc, Collections, type LedgerEntryDoc, type OpenReservationDoc, type OrganizationDoc } from '../projections/documents';
+import { consoleSessionDecider, consoleSessionStream } from '../domain/console-session';
+import { memberDecider, memberStream } from '../domain/member';
+import { utcDay } from '../projections/billing-projections';
+import {
+  type ApiKeyDoc,
+  Collections,
+  type ConsoleSessionDoc,
+  type DailySpendDoc,
+  type KeyDailyUsageDoc,
+  type LedgerEntryDoc,
+  type MemberDoc,
+  type OpenReservationDoc,
+  type OrganizationDoc,
+} from '../projections/documents';
+import { recordReservation } from './telemetry';
 
 /** Lets every gateway forget a key or an organization's cached limits before we answer. */
 export interface GatewayNotifier {
@@ -41,6 +60,8 @@ export interface BillingDeps {
 export const hashApiKey = (key: string) => createHash('sha256').update(key).digest('hex');
 
 const DAY_SECONDS = 86_400;
+/** Rows of key usage one answer carries at most (a thousand keys over ninety days would be 90,000). */
+const KEY_USAGE_ROWS = 10_000;
 /** How long a reservation whose product named no expiry is held. */
 export const DEFAULT_RESERVATION_TTL_SECONDS = 3_600;
 /** Reservations expired by one sweep at most; the next sweep takes the rest. */
@@ -58,7 +79,9 @@ export class BillingService {
 
   /** Stored when this resolves; the read models show it to any query made after (`readYourWrites`). */
   private account(command: AccountCommand, metadata?: EventMetadata) {
-    return this.deps.commands.handle(accountStream(command.orgId), accountDecider, command, metadata);
+    const handled = this.deps.commands.handle(accountStream(command.orgId), accountDecider, command, metadata);
+    if (telemetryEnabled()) handled.then((result) => recordReservation(command, result), (error: unknown) => recordReservation(command, { error }));
+    return handled;
   }
 
   private apiKey(command: ApiKeyCommand) {
@@ -226,6 +249,141 @@ export class BillingService {
     return { recorded: m.usage.length };
   }
 
+  private get members() {
+    return this.deps.readModels.collection<MemberDoc>(Collections.members);
+  }
+
+  /** The first UTC day of a window of `days` days that ends today (by the injected clock). */
+  private firstDay(days: number): string {
+    return utcDay(this.deps.clock.now() - (days - 1) * DAY_SECONDS * 1000);
+  }
+
+  async dailySpend(m: BillingMessage<'dailySpend'>): Promise<DailySpend> {
+    await this.organizationDoc(m.org_id);
+    const from = this.firstDay(m.days);
+    const docs = await this.deps.readModels
+      .collection<DailySpendDoc>(Collections.dailySpend)
+      .find({ org_id: m.org_id, day: { $gte: from } }, { sort: { day: 1 }, limit: m.days + 1 });
+    const charged = new Map(docs.map((d) => [d.day, d.charged_micros]));
+    const days: DailySpend['days'] = [];
+    let total = 0;
+    for (let i = m.days - 1; i >= 0; i--) {
+      const date = utcDay(this.deps.clock.now() - i * DAY_SECONDS * 1000);
+      const micros = charged.get(date) ?? 0;
+      total += micros;
+      days.push({ date, amount: microsToUsd(micros) });
+    }
+    return { object: 'daily_spend', organization_id: m.org_id, days, total: microsToUsd(total), currency: 'usd' };
+  }
+
+  async keyDailyUsage(m: BillingMessage<'keyDailyUsage'>): Promise<KeyDailyUsage> {
+    await this.organizationDoc(m.org_id);
+    const docs = await this.deps.readModels
+      .collection<KeyDailyUsageDoc>(Collections.keyDailyUsage)
+      .find({ org_id: m.org_id, day: { $gte: this.firstDay(m.days) } }, { sort: { day: 1 }, limit: KEY_USAGE_ROWS + 1 });
+    return {
+      object: 'list',
+      data: docs.slice(0, KEY_USAGE_ROWS).map((d) => ({ key_id: d.key_id, date: d.day, requests: d.requests })),
+      has_more: docs.length > KEY_USAGE_ROWS,
+    };
+  }
+
+  async createMember(m: BillingMessage<'createMember'>): Promise<Member> {
+    await this.organizationDoc(m.org_id);
+    const memberId = this.deps.ids.next('mem_');
+    await this.deps.commands.handle(memberStream(m.email), memberDecider, {
+      type: 'CreateMember',
+      memberId,
+      orgId: m.org_id,
+      email: m.email,
+      name: m.name,
+      passwordHash: m.password_hash,
+      now: unixSeconds(this.deps.clock.now()),
+    });
+    return toMember((await this.members.findOne({ _id: memberId }))!);
+  }
+
+  async listMembers(m: BillingMessage<'listMembers'>) {
+    await this.organizationDoc(m.org_id);
+    const docs = await this.members.find({ org_id: m.org_id }, { sort: { created: -1, _id: -1 }, limit: 1000 });
+    return { object: 'list' as const, data: docs.map(toMember), has_more: false };
+  }
+
+  /** Removing a member ends its console sessions at once: a session is only as good as its member. */
+  async removeMember(m: BillingMessage<'removeMember'>): Promise<Member> {
+    const doc = await this.members.findOne({ _id: m.member_id });
+    if (!doc || doc.org_id !== m.org_id) throw new DomainError({ kind: 'NotFound', resource: 'member', id: m.member_id });
+    await this.deps.commands.handle(memberStream(doc.email), memberDecider, {
+      type: 'RemoveMember',
+      memberId: doc._id,
+      orgId: doc.org_id,
+      now: unixSeconds(this.deps.clock.now()),
+    });
+    return toMember(doc);
+  }
+
+  async memberCredentials(m: BillingMessage<'memberCredentials'>) {
+    const doc = await this.members.findOne({ email: m.email });
+    return doc ? { member_id: doc._id, org_id: doc.org_id, password_hash: doc.password_hash } : null;
+  }
+
+  async startConsoleSession(m: BillingMessage<'startConsoleSession'>): Promise<ConsolePrincipal> {
+    let subject: { kind: 'member'; memberId: string; orgId: string } | { kind: 'operator'; credential: string };
+    if (m.subject.kind === 'member') {
+      const member = await this.members.findOne({ _id: m.subject.member_id });
+      if (!member) throw new DomainError({ kind: 'NotFound', resource: 'member', id: m.subject.member_id });
+      subject = { kind: 'member', memberId: member._id, orgId: member.org_id };
+    } else {
+      subject = { kind: 'operator', credential: m.subject.credential };
+    }
+    const sessionId = this.deps.ids.next('cs_');
+    await this.deps.commands.handle(consoleSessionStream(sessionId), consoleSessionDecider, {
+      type: 'StartConsoleSession',
+      sessionId,
+      tokenHash: m.token_hash,
+      subject,
+      expiresAt: m.expires_at,
+      now: unixSeconds(this.deps.clock.now()),
+    });
+    const principal = await this.authenticateConsoleSession({ token_hash: m.token_hash });
+    if (!principal) throw new DomainError({ kind: 'NotFound', resource: 'member', id: sessionId });
+    return principal;
+  }
+
+  async authenticateConsoleSession(m: BillingMessage<'authenticateConsoleSession'>): Promise<ConsolePrincipal | null> {
+    const session = await this.deps.readModels
+      .collection<ConsoleSessionDoc>(Collections.consoleSessions)
+      .findOne({ token_hash: m.token_hash });
+    if (!session) return null;
+    if (session.kind === 'operator') {
+      return { kind: 'operator', session_id: session._id, credential: session.credential ?? '', expires_at: session.expires_at };
+    }
+    const member = await this.members.findOne({ _id: session.member_id ?? '' });
+    const org = member && (await this.orgs.findOne({ _id: member.org_id }));
+    if (!member || !org) return null;
+    return {
+      kind: 'member',
+      session_id: session._id,
+      expires_at: session.expires_at,
+      member: toMember(member),
+      organization: { id: org._id, name: org.name, tier: org.tier, limits: effectiveLimits(org.tier, org.custom_limits) },
+    };
+  }
+
+  async endConsoleSession(m: BillingMessage<'endConsoleSession'>) {
+    const session = await this.deps.readModels
+      .collection<ConsoleSessionDoc>(Collections.consoleSessions)
+      .findOne({ token_hash: m.token_hash });
+    if (session) {
+      await this.deps.commands.handle(consoleSessionStream(session._id), consoleSessionDecider, {
+        type: 'EndConsoleSession',
+        sessionId: session._id,
+        now: unixSeconds(this.deps.clock.now()),
+      });
+    }
+    return { ended: true };
+  }
+
   /** Readiness: both stores answer. */
   async ping() {
     await Promise.all([this.deps.eventStore.ping(), this.deps.readModels.ping()]);
@@ -251,6 +409,15 @@ const toLedgerEntry = (doc: LedgerEntryDoc): LedgerEntry => ({
   available_after: microsToUsd(doc.available_after_micros),
   description: doc.description,
   reference: doc.reference,
+  created: doc.created,
+});
+
+const toMember = (doc: MemberDoc): Member => ({
+  id: doc._id,
+  object: 'member',
+  organization_id: doc.org_id,
+  email: doc.email,
+  name: doc.name,
   created: doc.created,
 });
 

@@ -1,7 +1,17 @@
 import { type BillingEvent, unixSeconds } from '@oc/contracts';
 import type { StoredEvent } from '@oc/eventstore';
 import { documentProjection, type Projection } from '@oc/readmodel';
-import { type ApiKeyDoc, Collections, type LedgerEntryDoc, type OpenReservationDoc, type OrganizationDoc } from './documents';
+import {
+  type ApiKeyDoc,
+  Collections,
+  type ConsoleSessionDoc,
+  type DailySpendDoc,
+  type KeyDailyUsageDoc,
+  type LedgerEntryDoc,
+  type MemberDoc,
+  type OpenReservationDoc,
+  type OrganizationDoc,
+} from './documents';
 
 /** Reservation ids are chosen by the products, so only unique within an organization. */
 const openReservationId = (orgId: string, reservationId: string) => `${orgId}/${reservationId}`;
@@ -152,4 +162,56 @@ export const apiKeysProjection = documentProjection<ApiKeyDoc>({
   },
 });
 
-export const billingProjections = [accountsProjection, apiKeysProjection];
+/** The UTC day of a time in milliseconds, as `YYYY-MM-DD`. */
+export const utcDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+
+export const membersProjection = documentProjection<MemberDoc>({
+  name: 'billing-members',
+  collection: Collections.members,
+  canHandle: ['MemberCreated', 'MemberRemoved'],
+  documentId: (event) => (event.data as { member_id: string }).member_id,
+  evolve(_doc, stored) {
+    const event = stored as Stored;
+    if (event.type !== 'MemberCreated') return null;
+    const { member_id, org_id, email, name, password_hash, created } = event.data;
+    return { _id: member_id, org_id, email, name, password_hash, created };
+  },
+});
+
+export const consoleSessionsProjection = documentProjection<ConsoleSessionDoc>({
+  name: 'billing-console-sessions',
+  collection: Collections.consoleSessions,
+  canHandle: ['ConsoleSessionStarted', 'ConsoleSessionEnded'],
+  documentId: (event) => (event.data as { session_id: string }).session_id,
+  evolve(_doc, stored) {
+    const event = stored as Stored;
+    if (event.type !== 'ConsoleSessionStarted') return null;
+    const { session_id, token_hash, kind, member_id, org_id, credential, expires_at } = event.data;
+    return { _id: session_id, token_hash, kind, member_id, org_id, credential, expires_at };
+  },
+});
+
+/** The console's figures by UTC day: what captures charged each organization, and each key's requests. */
+export const dailyFiguresProjection: Projection = {
+  name: 'billing-daily-figures',
+  canHandle: ['ReservationCaptured', 'ApiKeyUsed'],
+  async handle(stored, ctx) {
+    const event = stored as Stored;
+    if (event.type === 'ReservationCaptured') {
+      if (event.data.amount_micros === 0) return;
+      const day = utcDay(stored.created);
+      const spend = ctx.collection<DailySpendDoc>(Collections.dailySpend);
+      const id = `${event.data.org_id}/${day}`;
+      const doc = (await spend.get(id)) ?? { _id: id, org_id: event.data.org_id, day, charged_micros: 0 };
+      await spend.put({ ...doc, charged_micros: doc.charged_micros + event.data.amount_micros });
+    } else if (event.type === 'ApiKeyUsed') {
+      const day = utcDay(event.data.last_used_at * 1000);
+      const usage = ctx.collection<KeyDailyUsageDoc>(Collections.keyDailyUsage);
+      const id = `${event.data.key_id}/${day}`;
+      const doc = (await usage.get(id)) ?? { _id: id, org_id: event.data.org_id, key_id: event.data.key_id, day, requests: 0 };
+      await usage.put({ ...doc, requests: doc.requests + event.data.requests });
+    }
+  },
+};
+
+export const billingProjections = [accountsProjection, apiKeysProjection, membersProjection, consoleSessionsProjection, dailyFiguresProjection];

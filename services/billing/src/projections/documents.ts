@@ -56,20 +56,73 @@ export interface OpenReservationDoc {
   [key: string]: unknown;
 }
 
+/** An active member; removing a member deletes its document. */
+export interface MemberDoc {
+  _id: string;
+  org_id: string;
+  email: string;
+  name: string | null;
+  password_hash: string;
+  created: number;
+  [key: string]: unknown;
+}
+
+/** An active console session; signing out deletes its document, expiry is checked by the gateway. */
+export interface ConsoleSessionDoc {
+  _id: string;
+  token_hash: string;
+  kind: 'member' | 'operator';
+  member_id: string | null;
+  org_id: string | null;
+  credential: string | null;
+  expires_at: number;
+  [key: string]: unknown;
+}
+
+/** What captures charged one organization on one UTC day. */
+export interface DailySpendDoc {
+  /** `<org_id>/<YYYY-MM-DD>`. */
+  _id: string;
+  org_id: string;
+  day: string;
+  charged_micros: number;
+  [key: string]: unknown;
+}
+
+/** Requests one key made on one UTC day, as gateways reported them. */
+export interface KeyDailyUsageDoc {
+  /** `<key_id>/<YYYY-MM-DD>`. */
+  _id: string;
+  org_id: string;
+  key_id: string;
+  day: string;
+  requests: number;
+  [key: string]: unknown;
+}
+
 export const Collections = {
   organizations: 'billing_organizations',
   ledger: 'billing_ledger_entries',
   apiKeys: 'billing_api_keys',
   openReservations: 'billing_open_reservations',
+  members: 'billing_members',
+  consoleSessions: 'billing_console_sessions',
+  dailySpend: 'billing_daily_spend',
+  keyDailyUsage: 'billing_key_daily_usage',
 } as const;
 
 /**
  * Each index serves one query of `application/billing.ts` (organizations newest first, an organization's
- * ledger and keys, a key by its hash, open reservations by expiry).
+ * ledger and keys, a key by its hash, open reservations by expiry, a member by email and an organization's
+ * members, a session by its token's hash, an organization's days of spend and of key usage).
  */
 export const billingCollections: CollectionSpec[] = [
   { name: Collections.organizations, indexes: [['created']] },
   { name: Collections.ledger, indexes: [['org_id', 'position']] },
   { name: Collections.apiKeys, indexes: [['key_hash'], ['org_id', 'created']] },
   { name: Collections.openReservations, indexes: [['expires_at']] },
+  { name: Collections.members, indexes: [['email'], ['org_id', 'created']] },
+  { name: Collections.consoleSessions, indexes: [['token_hash']] },
+  { name: Collections.dailySpend, indexes: [['org_id', 'day']] },
+  { name: Collections.keyDailyUsage, indexes: [['org_id', 'day']] },
 ];

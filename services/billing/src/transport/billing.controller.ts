@@ -93,6 +93,51 @@ export class BillingController {
     return answer(BillingMessages.releaseReservation, p, (m) => this.billing.releaseReservation(m), this.unexpected);
   }
 
+  @MessagePattern(Subjects.billing.dailySpend)
+  dailySpend(@Payload() p: unknown) {
+    return answer(BillingMessages.dailySpend, p, (m) => this.billing.dailySpend(m), this.unexpected);
+  }
+
+  @MessagePattern(Subjects.billing.keyDailyUsage)
+  keyDailyUsage(@Payload() p: unknown) {
+    return answer(BillingMessages.keyDailyUsage, p, (m) => this.billing.keyDailyUsage(m), this.unexpected);
+  }
+
+  @MessagePattern(Subjects.billing.createMember)
+  createMember(@Payload() p: unknown) {
+    return answer(BillingMessages.createMember, p, (m) => this.billing.createMember(m), this.unexpected);
+  }
+
+  @MessagePattern(Subjects.billing.listMembers)
+  listMembers(@Payload() p: unknown) {
+    return answer(BillingMessages.listMembers, p, (m) => this.billing.listMembers(m), this.unexpected);
+  }
+
+  @MessagePattern(Subjects.billing.removeMember)
+  removeMember(@Payload() p: unknown) {
+    return answer(BillingMessages.removeMember, p, (m) => this.billing.removeMember(m), this.unexpected);
+  }
+
+  @MessagePattern(Subjects.billing.memberCredentials)
+  memberCredentials(@Payload() p: unknown) {
+    return answer(BillingMessages.memberCredentials, p, (m) => this.billing.memberCredentials(m), this.unexpected);
+  }
+
+  @MessagePattern(Subjects.billing.startConsoleSession)
+  startConsoleSession(@Payload() p: unknown) {
+    return answer(BillingMessages.startConsoleSession, p, (m) => this.billing.startConsoleSession(m), this.unexpected);
+  }
+
+  @MessagePattern(Subjects.billing.authenticateConsoleSession)
+  authenticateConsoleSession(@Payload() p: unknown) {
+    return answer(BillingMessages.authenticateConsoleSession, p, (m) => this.billing.authenticateConsoleSession(m), this.unexpected);
+  }
+
+  @MessagePattern(Subjects.billing.endConsoleSession)
+  endConsoleSession(@Payload() p: unknown) {
+    return answer(BillingMessages.endConsoleSession, p, (m) => this.billing.endConsoleSession(m), this.unexpected);
+  }
+
   @MessagePattern(Subjects.billing.ping)
   ping(@Payload() p: unknown) {
     return answer(z.unknown(), p, () => this.billing.ping(), this.unexpected);

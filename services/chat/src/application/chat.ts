@@ -451,7 +451,7 @@ export class ChatService {
       let text = '';
       let finishReason: FinishReason = 'stop';
       let reported: Usage | undefined;
-      const request = { messages: prompt.messages, maxTokens: job.maxTokens, temperature: job.temperature, stop: job.stop, stream: sink !== discard };
+      const request = { messages: prompt.messages, maxTokens: job.maxTokens, temperature: job.temperature, stop: job.stop, stream: sink !== discard, promptTokens: prompt.promptTokens };
       for await (const event of provider.generate(request, signal)) {
         if (event.type === 'content') {
           text += event.text;

@@ -11,6 +11,8 @@ export interface GenerationRequest {
    * provider may fetch it in one piece (yielding it as one content event).
    */
   stream: boolean;
+  /** The prompt's tokens as counted for the reservation; what a span reports when the upstream reports none. */
+  promptTokens?: number;
 }
 
 export type GenerationEvent =

@@ -48,3 +48,21 @@ export const DEFAULT_AUTH_FAILURES_PER_MINUTE = 60;
 export function anonymousWindow(address: string, pointsPerMinute: number): LimitWindow {
   return { name: 'anonymous_minute', subject: address, points: pointsPerMinute, durationSeconds: MINUTE };
 }
+
+/** Failed console sign-ins: per client address, and per email so that one member cannot be guessed at from many. */
+export const CONSOLE_SIGN_IN_FAILURES = { perAddress: 20, perEmail: 10, windowSeconds: 15 * MINUTE };
+
+export function consoleSignInWindows(address: string, email: string | undefined): LimitWindow[] {
+  const { perAddress, perEmail, windowSeconds } = CONSOLE_SIGN_IN_FAILURES;
+  return [
+    { name: 'console_sign_in_address', subject: address, points: perAddress, durationSeconds: windowSeconds },
+    ...(email ? [{ name: 'console_sign_in_email', subject: email, points: perEmail, durationSeconds: windowSeconds }] : []),
+  ];
+}
+
+/** Requests one console session may make per minute; the console's pages make a few every few seconds. */
+export const CONSOLE_REQUESTS_PER_MINUTE = 600;
+
+export function consoleSessionWindow(sessionId: string): LimitWindow {
+  return { name: 'console_minute', subject: sessionId, points: CONSOLE_REQUESTS_PER_MINUTE, durationSeconds: MINUTE };
+}

@@ -7,17 +7,23 @@ import {
   listOf,
   OrganizationSchema,
   CreateApiKeyBody,
+  CreateMemberBody,
   CreateOrganizationBody,
+  DailySpendSchema,
+  DaysQuery,
+  KeyDailyUsageSchema,
   ListQuery,
+  MemberSchema,
   parseOrThrow,
   Subjects,
   UpdateOrganizationBody,
   usdToMicros,
 } from '@oc/contracts';
+import { PasswordHasher } from '../application/passwords';
 import type { Route } from './routes';
 
 /** The operators' API under `/admin/v1`, authorized by ADMIN_TOKEN; API keys never pass here. */
-export function adminRoutes(): Route<'admin'>[] {
+export function adminRoutes(passwords: PasswordHasher = new PasswordHasher()): Route<'admin'>[] {
   const org = '/admin/v1/organizations/:org_id';
   return [
     {
@@ -113,6 +119,56 @@ export function adminRoutes(): Route<'admin'>[] {
       scope: null,
       doc: { summary: 'Revoke an API key, effective on the next request', response: ApiKeySchema },
       handle: ({ services, params, headers }) => services.request(Subjects.billing.revokeApiKey, params, { headers }),
+    },
+    {
+      method: 'GET',
+      path: `${org}/key-usage`,
+      scope: null,
+      doc: { summary: 'Requests each API key made per UTC day, oldest first', query: DaysQuery, response: KeyDailyUsageSchema },
+      handle: ({ services, params, query, headers }) =>
+        services.request(Subjects.billing.keyDailyUsage, { ...parseOrThrow(DaysQuery, query), org_id: params.org_id }, { headers }),
+    },
+    {
+      method: 'GET',
+      path: `${org}/spend`,
+      scope: null,
+      doc: { summary: 'What usage charged per UTC day over the last `days` days (default 30)', query: DaysQuery, response: DailySpendSchema },
+      handle: ({ services, params, query, headers }) =>
+        services.request(Subjects.billing.dailySpend, { ...parseOrThrow(DaysQuery, query), org_id: params.org_id }, { headers }),
+    },
+    {
+      method: 'POST',
+      path: `${org}/members`,
+      scope: null,
+      doc: {
+        summary: 'Add a console member: a person who signs in at /dashboard with this email and password',
+        request: CreateMemberBody,
+        response: MemberSchema,
+      },
+      handle: async ({ services, params, body, headers }) => {
+        const member = parseOrThrow(CreateMemberBody, body);
+        // Hashed here, so the password never travels past the gateway (as API keys do not).
+        const password_hash = await passwords.hash(member.password);
+        return services.request(
+          Subjects.billing.createMember,
+          { org_id: params.org_id, email: member.email, name: member.name ?? null, password_hash },
+          { headers },
+        );
+      },
+    },
+    {
+      method: 'GET',
+      path: `${org}/members`,
+      scope: null,
+      doc: { summary: "The organization's console members", response: listOf(MemberSchema) },
+      handle: ({ services, params, headers }) => services.request(Subjects.billing.listMembers, params, { headers }),
+    },
+    {
+      method: 'DELETE',
+      path: `${org}/members/:member_id`,
+      scope: null,
+      doc: { summary: 'Remove a console member; its sessions end at once', response: MemberSchema },
+      handle: ({ services, params, headers }) => services.request(Subjects.billing.removeMember, params, { headers }),
     },
   ];
 }

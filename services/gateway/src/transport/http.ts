@@ -6,6 +6,7 @@ import type { Duplex } from 'node:stream';
 import {
   ApiError,
   type Clock,
+  PROBE_PATHS,
   invalidApiKey,
   invalidRequest,
   insufficientScope,
@@ -16,7 +17,7 @@ import {
   toApiError,
 } from '@oc/contracts';
 import type { ServiceClient } from '@oc/messaging';
-import { injectTraceHeaders } from '@oc/telemetry';
+import { setHttpRoute } from '@oc/telemetry';
 import busboy from 'busboy';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
@@ -24,6 +25,9 @@ import type { KeyAuthenticator } from '../application/authenticator';
 import type { KeyUsageRecorder } from '../application/key-usage';
 import type { RateLimits, RateLimitState } from '../application/rate-limits';
 import { anonymousWindow, DEFAULT_AUTH_FAILURES_PER_MINUTE, requestWindows } from '../domain/limits';
+import type { ConsoleSessions } from '../application/console-sessions';
+import { consoleApi, dashboardFiles } from './console';
+import type { ConsoleRoute } from './console-routes';
 import { openApiDocument } from './openapi';
 import { compile, match, type Route, type RouteContext } from './routes';
 
@@ -42,6 +46,8 @@ export interface GatewayDeps {
   version: string;
   v1: Route[];
   admin: Route<'admin'>[];
+  /** The web console's API (`/console/v1`) and its sessions; absent, the gateway has no console API. */
+  console?: { routes: ConsoleRoute[]; sessions: ConsoleSessions };
   /** Per client address, for requests that fail authentication (`AUTH_FAILURES_PER_MINUTE`). */
   anonymousPerMinute?: number;
   /**
@@ -75,17 +81,17 @@ export function createGatewayApp(deps: GatewayDeps) {
   // The contract, public like the spec itself; built once, from the same routes and schemas that serve requests.
   let openApi: unknown;
   app.get('/openapi.json', (_req, res) => {
-    openApi ??= openApiDocument(deps.version, deps.v1 as Route<unknown>[], deps.admin as Route<unknown>[]);
+    openApi ??= openApiDocument(deps.version, deps.v1 as Route<unknown>[], deps.admin as Route<unknown>[], (deps.console?.routes ?? []) as Route<unknown>[]);
     res.json(openApi);
   });
 
   app.use('/docs', apiReference());
 
-  app.get('/healthz', (_req, res) => {
+  app.get(PROBE_PATHS.liveness, (_req, res) => {
     res.json({ status: 'ok' });
   });
 
-  app.get('/readyz', async (_req, res) => {
+  app.get(PROBE_PATHS.readiness, async (_req, res) => {
     try {
       await deps.ready();
       res.json({ status: 'ready' });
@@ -112,6 +118,7 @@ export function createGatewayApp(deps: GatewayDeps) {
     }
 
     const found = match(v1, req.method, path);
+    if (found.kind === 'found') setHttpRoute(found.route.path);
     const chat = found.kind === 'found' && found.route.chat === true;
     const outcome = await deps.limits.consume(requestWindows(principal, chat));
     setRateLimitHeaders(res, outcome.headers);
@@ -137,10 +144,15 @@ export function createGatewayApp(deps: GatewayDeps) {
       );
     }
     const found = match(admin, req.method, path);
+    if (found.kind === 'found') setHttpRoute(found.route.path);
     if (found.kind === 'not_found') return sendError(res, unknownUrl(req.method, path));
     if (found.kind === 'method_not_allowed') return sendError(res, methodNotAllowed(res, req.method, path, found.allow));
     await run(found.route, found.params, 'admin', req, res, deps);
   });
+
+  // After /v1 and /admin/v1, so that neither passes through anything of the console's.
+  if (deps.console) app.use('/console/v1', consoleApi(deps, deps.console.routes, deps.console.sessions));
+  app.use('/dashboard', dashboardFiles());
 
   app.use((req: Request, res: Response) => sendError(res, unknownUrl(req.method, req.path)));
 
@@ -152,7 +164,9 @@ export function createGatewayApp(deps: GatewayDeps) {
   return app;
 }
 
-async function run<P>(
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
+export async function run<P>(
   route: Route<P>,
   params: Record<string, string>,
   principal: P,
@@ -176,7 +190,8 @@ async function run<P>(
       body,
       services: deps.services,
       limits: deps.limits,
-      headers: injectTraceHeaders(),
+      // Trace context is added by the traced client when telemetry is on; nothing is allocated here.
+      headers: NO_HEADERS,
     };
     const reply = await route.handle(ctx);
     if (reply) sendReply(res, reply);
@@ -306,7 +321,7 @@ function sendReply(res: Response, reply: Reply<unknown>) {
 }
 
 /** The one exit for failures: body-parser errors, API errors, and anything unexpected (logged, never shown). */
-function sendError(res: Response, raw: unknown, logger?: Logger) {
+export function sendError(res: Response, raw: unknown, logger?: Logger) {
   const error = bodyParserError(raw, res.req?.headers['content-encoding']) ?? toApiError(raw);
   if (error.status >= 500 && !(raw instanceof ApiError)) logger?.error({ err: raw }, 'unexpected error');
   if (error.retryAfter !== undefined) res.setHeader('Retry-After', String(error.retryAfter));
@@ -358,16 +373,16 @@ function apiReference() {
   return router;
 }
 
-function setRateLimitHeaders(res: Response, state: RateLimitState) {
+export function setRateLimitHeaders(res: Response, state: RateLimitState) {
   res.setHeader('X-RateLimit-Limit', String(state.limit));
   res.setHeader('X-RateLimit-Remaining', String(state.remaining));
   res.setHeader('X-RateLimit-Reset', String(state.reset));
 }
 
-const unknownUrl = (method: string, path: string) =>
+export const unknownUrl = (method: string, path: string) =>
   notFound('unknown_url', `Unrecognized request URL (${method}: ${path}).`);
 
-function methodNotAllowed(res: Response, method: string, path: string, allow: string[]) {
+export function methodNotAllowed(res: Response, method: string, path: string, allow: string[]) {
   res.setHeader('Allow', allow.join(', '));
   return new ApiError({
     status: 405,

@@ -18,9 +18,9 @@ const RATE_LIMIT_HEADERS = {
  * The OpenAPI 3.1 document, derived from the route table and the zod contracts the routes name: the
  * same schemas that validate requests describe them, so the document cannot drift from behaviour.
  */
-export function openApiDocument(version: string, v1: Route<unknown>[], admin: Route<unknown>[]) {
+export function openApiDocument(version: string, v1: Route<unknown>[], admin: Route<unknown>[], console: Route<unknown>[] = []) {
   const paths: Record<string, Record<string, unknown>> = {};
-  const add = (route: Route<unknown>, security: 'apiKey' | 'adminToken') => {
+  const add = (route: Route<unknown>, security: 'apiKey' | 'adminToken' | 'consoleSession' | null) => {
     const doc = route.doc;
     const path = route.path.replace(/:([a-z_]+)/g, '{$1}');
     const pathParams = [...route.path.matchAll(/:([a-z_]+)/g)].map((m) => ({
@@ -41,6 +41,9 @@ export function openApiDocument(version: string, v1: Route<unknown>[], admin: Ro
         ? [{ name: 'Idempotency-Key', in: 'header', required: false, schema: schemaOf(IdempotencyKeySchema, 'input') }]
         : []),
       ...(doc?.ranges ? [{ name: 'Range', in: 'header', required: false, schema: { type: 'string', pattern: '^bytes=' } }] : []),
+      ...(security === 'consoleSession' && route.method !== 'GET'
+        ? [{ name: 'X-CSRF-Token', in: 'header', required: true, schema: { type: 'string' }, description: 'The csrf_token of GET /console/v1/session' }]
+        : []),
       ...(doc?.events
         ? [{ name: 'Last-Event-ID', in: 'header', required: false, description: 'Resume after this event', schema: schemaOf(LastEventIdSchema, 'input') }]
         : []),
@@ -57,7 +60,7 @@ export function openApiDocument(version: string, v1: Route<unknown>[], admin: Ro
     paths[path][route.method.toLowerCase()] = {
       operationId: `${route.method.toLowerCase()}${path.replace(/[{}]/g, '').replace(/[/_-]+(\w)/g, (_, c: string) => c.toUpperCase())}`,
       summary: doc?.summary ?? `${route.method} ${path}`,
-      security: [{ [security]: [] }],
+      security: security ? [{ [security]: [] }] : [],
       ...(route.scope ? { 'x-required-scope': route.scope } : {}),
       parameters: [...pathParams, ...queryParams, ...headerParams],
       ...(requestSchema
@@ -84,6 +87,7 @@ export function openApiDocument(version: string, v1: Route<unknown>[], admin: Ro
   };
   for (const route of v1) add(route, 'apiKey');
   for (const route of admin) add(route, 'adminToken');
+  for (const route of console) add(route, (route as { who?: string }).who === 'anyone' ? null : 'consoleSession');
   return {
     openapi: '3.1.0',
     info: {
@@ -96,6 +100,12 @@ export function openApiDocument(version: string, v1: Route<unknown>[], admin: Ro
       securitySchemes: {
         apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: oc_live_… or oc_test_…' },
         adminToken: { type: 'http', scheme: 'bearer', description: 'The operators\u2019 ADMIN_TOKEN' },
+        consoleSession: {
+          type: 'apiKey',
+          in: 'cookie',
+          name: 'oc_console',
+          description: 'The web console\u2019s session, set by POST /console/v1/sessions (HttpOnly); changes also need X-CSRF-Token',
+        },
       },
       schemas: { Error: schemaOf(ApiErrorBodySchema, 'output') },
     },

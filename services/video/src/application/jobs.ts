@@ -1,10 +1,12 @@
 import { ApiError, type Clock, type Replicas, type VideoFailureCode } from '@oc/contracts';
-import type { CommandHandler, EventStore } from '@oc/eventstore';
+import { causedBy, type CommandHandler, type EventStore } from '@oc/eventstore';
+import { inSpan } from '@oc/telemetry';
 import { distinctValues, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { type ActiveVideo, NotJobOwner, settlementDue, type VideoCommand, videoDecider, type VideoState, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
 import type { Billing, FileStore, GeneratedVideo, GenerationJob, Renderer, Scheduler, VideoProvider } from './ports';
+import { recordVideoEvents } from './telemetry';
 
 export interface JobTimings {
   /** A job still unfinished this long after it was queued fails with `timeout`. */
@@ -117,7 +119,9 @@ export class VideoJobs {
   /** Makes this replica the job's owner if `from` still is, and schedules it; whether it did. */
   private async takeOver(videoId: string, from: string | null): Promise<boolean> {
     const { self } = this.deps.replicas;
-    const { state } = await this.deps.commands.handle(videoStream(videoId), videoDecider, { type: 'TakeOverJob', replica: self, from });
+    const stream = videoStream(videoId);
+    const origin = await this.deps.commands.origin(stream);
+    const { state } = await this.deps.commands.handle(stream, videoDecider, { type: 'TakeOverJob', replica: self, from }, origin && causedBy(origin));
     if (state.status === 'absent' || state.owner !== self) return false;
     this.deps.logger.info({ videoId, from }, 'video job taken over from a stopped replica');
     this.track(videoId);
@@ -135,10 +139,23 @@ export class VideoJobs {
     }
   }
 
-  /** What is due now for this video. */
+  /**
+   * What is due now for this video. A step runs seconds or minutes after the request that created the video,
+   * and continues its trace (the stream's first event recorded it) and its causal chain (`apply`).
+   */
   private async due(videoId: string): Promise<void> {
-    const state = await this.deps.commands.load(videoStream(videoId), videoDecider);
+    const stream = videoStream(videoId);
+    const state = await this.deps.commands.load(stream, videoDecider);
     if (state.status === 'absent' || state.owner !== this.deps.replicas.self) return;
+    const origin = await this.deps.commands.origin(stream);
+    await inSpan(
+      'video job step',
+      { parent: origin?.metadata.traceparent, attributes: { 'oc.video_id': videoId, 'oc.video.state': state.status, 'gen_ai.request.model': state.model } },
+      () => this.dueNow(state),
+    );
+  }
+
+  private async dueNow(state: ActiveVideo): Promise<void> {
     if (settlementDue(state)) await this.settle(state);
     if (state.deleted) return;
     const now = this.deps.clock.now();
@@ -286,9 +303,16 @@ export class VideoJobs {
     for (const variant of variants) await temporary.remove(fileKey(state, variant));
   }
 
-  /** Appends what the command decides, as this replica; queries wait for the read model themselves. */
+  /**
+   * Appends what the command decides, as this replica, caused by the video's creation; queries wait for the
+   * read model themselves.
+   */
   private async apply(videoId: string, command: JobCommand): Promise<VideoState> {
+    const stream = videoStream(videoId);
+    const origin = await this.deps.commands.origin(stream);
     const mine = { ...command, replica: this.deps.replicas.self } as VideoCommand;
-    return (await this.deps.commands.handle(videoStream(videoId), videoDecider, mine)).state;
+    const { state, events } = await this.deps.commands.handle(stream, videoDecider, mine, origin && causedBy(origin));
+    recordVideoEvents(events, state, this.deps.clock.now());
+    return state;
   }
 }

@@ -26,6 +26,7 @@ import { type VideoCommand, videoDecider, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
 import { ABANDONED_CREATE_MS, fileKey, type JobTimings, type VideoJobs } from './jobs';
 import type { Billing, FileStore } from './ports';
+import { recordVideoEvents } from './telemetry';
 
 export interface VideoServiceDeps {
   commands: CommandHandler;
@@ -308,7 +309,8 @@ export class VideoService {
 
   /** Appends what the command decides; queries wait for the read model themselves (`readYourWrites`). */
   private async apply(videoId: string, command: VideoCommand): Promise<void> {
-    await this.deps.commands.handle(videoStream(videoId), videoDecider, command);
+    const { state, events } = await this.deps.commands.handle(videoStream(videoId), videoDecider, command);
+    recordVideoEvents(events, state, this.deps.clock.now());
   }
 
   /** Missing, deleted and other organizations' videos are all the same 404. */

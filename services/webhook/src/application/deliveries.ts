@@ -9,16 +9,18 @@ import {
   type WebhookEnvelope,
   webhookEventId,
 } from '@oc/contracts';
-import type { CommandHandler, EventStore, StoredEvent } from '@oc/eventstore';
+import { causedBy, type CommandHandler, type EventMetadata, type EventStore, type StoredEvent, type StreamOrigin } from '@oc/eventstore';
+import { inSpan } from '@oc/telemetry';
 import { distinctValues, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import type { WebhookSender } from '../adapters/http-sender';
 import type { SecretBox } from '../adapters/secret-box';
-import { type DeliveryCommand, deliveryDecider, deliveryStream, NotDeliveryOwner } from '../domain/delivery';
+import { type DeliveryCommand, deliveryDecider, type DeliveryState, type DeliveryStatus, deliveryStream, NotDeliveryOwner } from '../domain/delivery';
 import { signedRequest } from '../domain/signature';
 import { type Webhook, type WebhookCommand, webhookDecider, webhookStream } from '../domain/webhook';
 import { Collections, type DeliveryDoc, type WebhookDoc } from '../projections/documents';
 import { DeliveryScheduler, type Timers } from './scheduler';
+import { tracedAttempt } from './telemetry';
 
 export interface DeliveryPolicy {
   /** Delay before each attempt, the first usually 0: "at once, then after 1 s, 5 s and 25 s". */
@@ -160,32 +162,44 @@ export class Deliveries {
 
   /** Makes this replica the delivery's owner if `from` still is, and schedules its next attempt; whether it did. */
   private async takeOver(deliveryId: string, from: string | null): Promise<boolean> {
-    const { state } = await this.delivery({ type: 'TakeOverDelivery', deliveryId, replica: this.deps.replicas.self, from });
+    const origin = await this.deps.commands.origin(deliveryStream(deliveryId));
+    const { state } = await this.delivery(
+      { type: 'TakeOverDelivery', deliveryId, replica: this.deps.replicas.self, from },
+      origin && causedBy(origin),
+    );
     if (state.status !== 'pending' || state.owner !== this.deps.replicas.self || state.nextAttemptAt === null) return false;
     this.scheduler.schedule(deliveryId, state.webhookId, state.nextAttemptAt);
     return true;
   }
 
-  /** Schedules a delivery of the event to each of the organization's active webhooks subscribed to its type. */
-  async deliver({ orgId, envelope }: WebhookEvent): Promise<void> {
+  /**
+   * Schedules a delivery of the event to each of the organization's active webhooks subscribed to its type.
+   * `cause`: the stored event it comes from (`causedBy`), whose causal chain (and, traced, trace) the deliveries
+   * continue.
+   */
+  async deliver({ orgId, envelope }: WebhookEvent, cause?: EventMetadata): Promise<void> {
     const webhooks = await this.deps.readModels
       .collection<WebhookDoc>(Collections.webhooks)
       .find({ org_id: orgId, is_active: true, events: { $elemMatch: { $eq: envelope.type } } });
-    for (const webhook of webhooks) await this.schedule(webhook._id, webhook.org_id, envelope);
+    for (const webhook of webhooks) await this.schedule(webhook._id, webhook.org_id, envelope, cause);
   }
 
-  async schedule(webhookId: string, orgId: string, envelope: WebhookEnvelope): Promise<void> {
+  /** `cause`: the event being delivered, when there is one (a test delivery has none: it is its own). */
+  async schedule(webhookId: string, orgId: string, envelope: WebhookEnvelope, cause?: EventMetadata): Promise<void> {
     const deliveryId = deliveryIdOf(envelope.id, webhookId);
-    const { state } = await this.delivery({
-      type: 'ScheduleDelivery',
-      deliveryId,
-      webhookId,
-      orgId,
-      event: envelope,
-      now: this.deps.clock.now(),
-      delays: this.deps.policy.retryDelaysMs,
-      replica: this.deps.replicas.self,
-    });
+    const { state } = await this.delivery(
+      {
+        type: 'ScheduleDelivery',
+        deliveryId,
+        webhookId,
+        orgId,
+        event: envelope,
+        now: this.deps.clock.now(),
+        delays: this.deps.policy.retryDelaysMs,
+        replica: this.deps.replicas.self,
+      },
+      cause,
+    );
     // Consumed again after all (redelivered): its owner attempts it, or takes it over from a gone one.
     if (state.status === 'pending' && state.nextAttemptAt !== null && state.owner === this.deps.replicas.self) {
       this.scheduler.schedule(deliveryId, webhookId, state.nextAttemptAt);
@@ -218,18 +232,32 @@ export class Deliveries {
   }
 
   private async attemptOwned(deliveryId: string): Promise<void> {
-    const { clock, policy } = this.deps;
-    const replica = this.deps.replicas.self;
+    const { clock } = this.deps;
     const state = await this.deps.commands.load(deliveryStream(deliveryId), deliveryDecider);
-    if (state.status !== 'pending' || state.nextAttemptAt === null || state.owner !== replica) return;
+    if (state.status !== 'pending' || state.nextAttemptAt === null || state.owner !== this.deps.replicas.self) return;
     if (state.nextAttemptAt > clock.now()) {
       this.scheduler.schedule(deliveryId, state.webhookId, state.nextAttemptAt);
       return;
     }
+    // Attempts run seconds or minutes after the delivery was scheduled: they continue its trace and its chain.
+    const origin = await this.deps.commands.origin(deliveryStream(deliveryId));
+    await inSpan(
+      'webhook delivery',
+      {
+        parent: origin?.metadata.traceparent,
+        attributes: { 'oc.delivery_id': deliveryId, 'oc.webhook_id': state.webhookId, 'oc.event_type': state.event.type, 'oc.webhook.attempt': state.attempts + 1 },
+      },
+      () => this.attemptNow(deliveryId, state, origin),
+    );
+  }
+
+  private async attemptNow(deliveryId: string, state: Extract<DeliveryState, { status: DeliveryStatus }>, origin: StreamOrigin | undefined): Promise<void> {
+    const { clock, policy } = this.deps;
+    const cause = origin && causedBy(origin);
     const webhook = await this.deps.commands.load(webhookStream(state.webhookId), webhookDecider);
     if (webhook.status !== 'present' || !webhook.isActive) {
       const reason = webhook.status === 'present' ? 'webhook_inactive' : 'webhook_deleted';
-      await this.delivery({ type: 'AbandonDelivery', deliveryId, at: clock.now(), reason, replica });
+      await this.delivery({ type: 'AbandonDelivery', deliveryId, at: clock.now(), reason, replica: this.deps.replicas.self }, cause);
       return;
     }
     const attempt = state.attempts + 1;
@@ -242,17 +270,26 @@ export class Deliveries {
       attempt,
       this.deps.userAgent,
     );
-    const outcome = await this.deps.sender.send(request);
+    const outcome = await tracedAttempt(
+      { url: webhook.url, attempt, deliveryId, webhookId: state.webhookId, eventType: state.event.type },
+      () => this.deps.sender.send(request),
+    );
     const at = clock.now();
-    const recorded = await this.delivery({ type: 'RecordAttempt', deliveryId, attempt, at, outcome, delays: policy.retryDelaysMs, replica });
+    const recorded = await this.delivery(
+      { type: 'RecordAttempt', deliveryId, attempt, at, outcome, delays: policy.retryDelaysMs, replica: this.deps.replicas.self },
+      cause,
+    );
     if (recorded.events.length === 0) return;
-    await this.webhook({
-      type: 'RecordAttempt',
-      webhookId: state.webhookId,
-      success: outcome.success,
-      at: unixSeconds(at),
-      disableAfterFailures: policy.disableAfterFailures,
-    });
+    await this.webhook(
+      {
+        type: 'RecordAttempt',
+        webhookId: state.webhookId,
+        success: outcome.success,
+        at: unixSeconds(at),
+        disableAfterFailures: policy.disableAfterFailures,
+      },
+      cause,
+    );
     const next = recorded.state;
     if (next.status === 'pending' && next.nextAttemptAt !== null) this.scheduler.schedule(deliveryId, state.webhookId, next.nextAttemptAt);
   }
@@ -261,11 +298,11 @@ export class Deliveries {
     return this.scheduler.stop();
   }
 
-  private delivery(command: DeliveryCommand) {
-    return this.deps.commands.handle(deliveryStream(command.deliveryId), deliveryDecider, command);
+  private delivery(command: DeliveryCommand, cause?: EventMetadata) {
+    return this.deps.commands.handle(deliveryStream(command.deliveryId), deliveryDecider, command, cause);
   }
 
-  private webhook(command: WebhookCommand) {
-    return this.deps.commands.handle(webhookStream(command.webhookId), webhookDecider, command);
+  private webhook(command: WebhookCommand, cause?: EventMetadata) {
+    return this.deps.commands.handle(webhookStream(command.webhookId), webhookDecider, command, cause);
   }
 }

@@ -1,0 +1,4 @@
+import { serviceProcessConfig } from '@oc/service-runtime/config';
+
+/** The billing process's environment, as main.ts parses it at boot (and the deployment files are checked against). */
+export const billingProcessConfig = serviceProcessConfig('billing');

@@ -1,0 +1,172 @@
+import { type ApiKey, type CreatedApiKey, type KeyDailyUsage, SCOPES } from '@oc/contracts';
+import { type FormEvent, useState } from 'react';
+import { api } from '../api';
+import { when } from '../format';
+import { ConfirmButton, Empty, ErrorNote, Loading, PageHeader, SecretOnce, useLoad } from '../ui';
+
+const status = (key: ApiKey) =>
+  key.revoked_at !== null ? 'revoked' : key.expires_at !== null && key.expires_at * 1000 <= Date.now() ? 'expired' : 'active';
+
+export function Keys() {
+  const keys = useLoad(() => api<{ data: ApiKey[] }>('GET', '/keys'));
+  const usage = useLoad(() => api<KeyDailyUsage>('GET', '/key-usage?days=7'));
+  const [created, setCreated] = useState<CreatedApiKey | undefined>(undefined);
+  const today = new Date().toISOString().slice(0, 10);
+  const perDay = (keyId: string) => {
+    const rows = usage.data?.data.filter((u) => u.key_id === keyId) ?? [];
+    const week = rows.reduce((sum, u) => sum + u.requests, 0);
+    return { today: rows.find((u) => u.date === today)?.requests ?? 0, average: Math.round(week / 7) };
+  };
+  return (
+    <>
+      <PageHeader title="API keys" />
+      <CreateKey
+        onCreated={(key) => {
+          setCreated(key);
+          void keys.reload();
+        }}
+      />
+      {created && (
+        <SecretOnce
+          label={`New key “${created.name}”`}
+          value={created.key}
+          note="Store this key now: it is shown only once. Anyone with it can act for your organization within its scopes."
+        />
+      )}
+      <section className="panel" aria-labelledby="keys-title">
+        <h2 id="keys-title">Keys</h2>
+        <ErrorNote error={keys.error ?? usage.error} />
+        {keys.loading && <Loading what="keys" />}
+        {keys.data?.data.length === 0 && <Empty>No keys yet.</Empty>}
+        {keys.data && keys.data.data.length > 0 && (
+          <div className="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Name</th>
+                  <th scope="col">Prefix</th>
+                  <th scope="col">Scopes</th>
+                  <th scope="col">Created</th>
+                  <th scope="col">Last used</th>
+                  <th scope="col" className="num">
+                    Requests today / day (7-day avg.)
+                  </th>
+                  <th scope="col">Status</th>
+                  <th scope="col">
+                    <span className="visually-hidden">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {keys.data.data.map((key) => {
+                  const use = perDay(key.id);
+                  return (
+                    <tr key={key.id} data-key-id={key.id}>
+                      <td>{key.name}</td>
+                      <td className="mono">{key.prefix}…</td>
+                      <td>
+                        <ul className="tags">
+                          {key.scopes.map((s) => (
+                            <li key={s}>{s}</li>
+                          ))}
+                        </ul>
+                      </td>
+                      <td>{when(key.created)}</td>
+                      <td>{when(key.last_used_at)}</td>
+                      <td className="num">
+                        {use.today} / {use.average}
+                      </td>
+                      <td>
+                        <span className={`badge ${status(key)}`}>{status(key)}</span>
+                      </td>
+                      <td>
+                        {key.revoked_at === null && (
+                          <ConfirmButton
+                            label="Revoke"
+                            title={`Revoke “${key.name}”?`}
+                            confirmLabel="Revoke key"
+                            onConfirm={async () => {
+                              await api('DELETE', `/keys/${encodeURIComponent(key.id)}`);
+                              await keys.reload();
+                            }}
+                          >
+                            <p>
+                              Requests with <span className="mono">{key.prefix}…</span> are refused from the next one on. This cannot be undone.
+                            </p>
+                          </ConfirmButton>
+                        )}
+                      </td>
+                    </tr>
+                  );
+                })}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </section>
+    </>
+  );
+}
+
+function CreateKey({ onCreated }: { onCreated: (key: CreatedApiKey) => void }) {
+  const [error, setError] = useState<unknown>(undefined);
+  const [busy, setBusy] = useState(false);
+  const submit = async (event: FormEvent<HTMLFormElement>) => {
+    event.preventDefault();
+    const formElement = event.currentTarget;
+    const form = new FormData(formElement);
+    const rate = String(form.get('rate_limit_per_minute') ?? '');
+    const days = String(form.get('expires_in_days') ?? '');
+    setBusy(true);
+    setError(undefined);
+    try {
+      const key = await api<CreatedApiKey>('POST', '/keys', {
+        name: String(form.get('name')),
+        scopes: form.getAll('scopes').map(String),
+        ...(rate ? { rate_limit_per_minute: Number(rate) } : {}),
+        ...(days ? { expires_in_days: Number(days) } : {}),
+      });
+      formElement.reset();
+      onCreated(key);
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <section className="panel" aria-labelledby="create-key-title">
+      <h2 id="create-key-title">Create a key</h2>
+      <form onSubmit={submit} className="grid-form">
+        <div>
+          <label htmlFor="key-name">Name</label>
+          <input id="key-name" name="name" required maxLength={200} placeholder="backend" />
+        </div>
+        <fieldset>
+          <legend>Scopes</legend>
+          <div className="checks">
+            {SCOPES.map((scope) => (
+              <label key={scope} className="check">
+                <input type="checkbox" name="scopes" value={scope} /> {scope}
+              </label>
+            ))}
+          </div>
+        </fieldset>
+        <div>
+          <label htmlFor="key-rate">Rate limit (requests per minute)</label>
+          <input id="key-rate" name="rate_limit_per_minute" type="number" min={1} max={100000} placeholder="100" inputMode="numeric" />
+        </div>
+        <div>
+          <label htmlFor="key-expiry">Expires after (days)</label>
+          <input id="key-expiry" name="expires_in_days" type="number" min={1} max={3650} placeholder="never" inputMode="numeric" />
+        </div>
+        <ErrorNote error={error} />
+        <div>
+          <button type="submit" className="primary" disabled={busy}>
+            Create key
+          </button>
+        </div>
+      </form>
+    </section>
+  );
+}

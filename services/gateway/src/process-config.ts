@@ -1,0 +1,20 @@
+import { NatsPrefixSchema } from '@oc/contracts';
+import { TelemetryConfigSchema } from '@oc/telemetry';
+import { z } from 'zod';
+import { GatewayLimitsConfigSchema } from './config';
+import { HttpServerConfigSchema } from './transport/http-server';
+
+/** The gateway process's environment, as main.ts parses it at boot (and the deployment files are checked against). */
+export const gatewayProcessConfig = z.object({
+  PORT: z.coerce.number().int().min(0).max(65_535).default(8080).describe('a TCP port, 0 to 65535'),
+  HOST: z.string().default('0.0.0.0'),
+  NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+  NATS_PREFIX: NatsPrefixSchema,
+  ADMIN_TOKEN: z.string().min(16).describe('the operator token for /admin/v1, at least 16 characters'),
+  REDIS_URL: z.string().url().optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
+  ...HttpServerConfigSchema.shape,
+  ...GatewayLimitsConfigSchema.shape,
+  ...TelemetryConfigSchema.shape,
+});

@@ -1,0 +1,213 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadStandaloneConfig } from '../src/config';
+import { type Standalone, startStandalone } from '../src/standalone';
+
+const ADMIN_TOKEN = 'console-admin-token-0123456789';
+const PASSWORD = 'correct horse battery staple';
+
+/** A browser's view of the console API: one cookie jar, the CSRF token it was given, and the Origin it sends. */
+function browser(base: string) {
+  let cookie = '';
+  let csrf = '';
+  async function call(method: string, path: string, body?: unknown, extra: Record<string, string> = {}) {
+    const headers: Record<string, string> = { ...(cookie ? { cookie } : {}), ...extra };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (method !== 'GET' && csrf && !('x-csrf-token' in extra)) headers['x-csrf-token'] = csrf;
+    const res = await fetch(`${base}${path}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}), redirect: 'manual' });
+    const set = res.headers.get('set-cookie');
+    if (set) cookie = set.split(';')[0]!.endsWith('=') ? '' : set.split(';')[0]!;
+    const text = await res.text();
+    let json: any;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = text;
+    }
+    if (json?.object === 'console_session' && json.csrf_token) csrf = json.csrf_token;
+    return { status: res.status, headers: res.headers, body: json };
+  }
+  return { call, cookie: () => cookie, setCookie: (c: string) => (cookie = c) };
+}
+
+describe('the console API (/console/v1) on a running service', () => {
+  let dir: string;
+  let app: Standalone;
+  const admin = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${app.url}/admin/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  let acme: string;
+  let globex: string;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'oc-console-'));
+    app = await startStandalone({
+      config: loadStandaloneConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, ADMIN_TOKEN, LOG_LEVEL: 'silent', KEY_USAGE_FLUSH_MS: '100', WEBHOOK_ALLOW_PRIVATE: '1' }),
+    });
+    acme = (await admin('POST', '/organizations', { name: 'Acme', tier: 'standard' })).body.id;
+    globex = (await admin('POST', '/organizations', { name: 'Globex', tier: 'free' })).body.id;
+    await admin('POST', `/organizations/${acme}/credits`, { amount: 5 });
+  });
+  afterAll(async () => {
+    await app.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('adds members through the admin API, never showing a password or its hash', async () => {
+    const created = await admin('POST', `/organizations/${acme}/members`, { email: 'Ada@Acme.test', name: 'Ada', password: PASSWORD });
+    expect(created).toEqual({
+      status: 200,
+      body: { id: expect.stringMatching(/^mem_/), object: 'member', organization_id: acme, email: 'ada@acme.test', name: 'Ada', created: expect.any(Number) },
+    });
+    expect((await admin('POST', `/organizations/${globex}/members`, { email: 'ada@acme.test', password: PASSWORD })).body.error.code).toBe('member_exists');
+    expect((await admin('POST', `/organizations/${globex}/members`, { email: 'bob@globex.test', password: 'short' })).body.error).toMatchObject({
+      type: 'invalid_request_error',
+      param: 'password',
+    });
+    expect((await admin('POST', `/organizations/${globex}/members`, { email: 'bob@globex.test', password: PASSWORD })).status).toBe(200);
+    const list = await admin('GET', `/organizations/${acme}/members`);
+    expect(list.body.data.map((m: { email: string }) => m.email)).toEqual(['ada@acme.test']);
+    expect(JSON.stringify(list.body)).not.toMatch(/scrypt|password/);
+  });
+
+  it('signs a member in with an HttpOnly, SameSite cookie and shows only its organization', async () => {
+    const ada = browser(app.url);
+    expect((await ada.call('GET', '/console/v1/balance')).body.error).toMatchObject({ type: 'authentication_error', code: 'invalid_session' });
+    const wrong = await ada.call('POST', '/console/v1/sessions', { email: 'ada@acme.test', password: 'not the password' });
+    expect(wrong).toMatchObject({ status: 401, body: { error: { type: 'authentication_error', code: 'invalid_credentials' } } });
+    const unknown = await ada.call('POST', '/console/v1/sessions', { email: 'nobody@acme.test', password: 'not the password' });
+    expect(unknown.body).toEqual(wrong.body);
+
+    const signedIn = await ada.call('POST', '/console/v1/sessions', { email: 'ADA@acme.test', password: PASSWORD });
+    expect(signedIn.status).toBe(200);
+    expect(signedIn.body).toMatchObject({ object: 'console_session', kind: 'member', organization: { id: acme, name: 'Acme' }, member: { email: 'ada@acme.test' } });
+    const setCookie = signedIn.headers.get('set-cookie')!;
+    expect(setCookie).toMatch(/^oc_console=[A-Za-z0-9_-]{43}; Max-Age=43200; Path=\/console\/v1; HttpOnly; SameSite=Strict$/);
+
+    expect((await ada.call('GET', '/console/v1/balance')).body).toMatchObject({ organization_id: acme, available: 5 });
+    expect((await ada.call('GET', '/console/v1/session')).body.csrf_token).toBe(signedIn.body.csrf_token);
+    // The organization is the session's: nothing in the request can name another.
+    expect((await ada.call('GET', `/console/v1/organization?org_id=${globex}`)).body.id).toBe(acme);
+    // Operator operations are not a member's.
+    expect((await ada.call('GET', '/console/v1/admin/organizations')).body.error).toMatchObject({ type: 'permission_error', code: 'operator_session_required' });
+  });
+
+  it('needs the CSRF token and a same-origin request for every change', async () => {
+    const ada = browser(app.url);
+    await ada.call('POST', '/console/v1/sessions', { email: 'ada@acme.test', password: PASSWORD });
+    const body = { name: 'ci', scopes: ['video:read'] };
+    const noToken = await ada.call('POST', '/console/v1/keys', body, { 'x-csrf-token': '' });
+    expect(noToken).toMatchObject({ status: 403, body: { error: { type: 'permission_error', code: 'invalid_csrf_token', param: 'X-CSRF-Token' } } });
+    const crossSite = await ada.call('POST', '/console/v1/keys', body, { origin: 'https://evil.example' });
+    expect(crossSite).toMatchObject({ status: 403, body: { error: { code: 'cross_origin_request' } } });
+    const created = await ada.call('POST', '/console/v1/keys', body, { origin: app.url });
+    expect(created).toMatchObject({ status: 200, body: { object: 'api_key', name: 'ci', key: expect.stringMatching(/^oc_live_/) } });
+
+    // The key works on /v1, and the console's revoke stops it on the next request.
+    const balance = () => fetch(`${app.url}/v1/account/balance`, { headers: { authorization: `Bearer ${created.body.key}` } });
+    expect((await balance()).status).toBe(200);
+    expect((await ada.call('DELETE', `/console/v1/keys/${created.body.id}`)).body.revoked_at).toEqual(expect.any(Number));
+    expect((await balance()).status).toBe(401);
+    // Errors from the services come in the spec's shape, as on /v1.
+    expect((await ada.call('POST', '/console/v1/keys', { name: 'x', scopes: ['video:fly'] })).body.error).toMatchObject({ type: 'invalid_request_error', param: 'scopes[0]' });
+    expect((await ada.call('GET', '/console/v1/videos/video_nope')).body.error.code).toBe('video_not_found');
+  });
+
+  it('keeps one organization\u2019s members out of another\u2019s data (404, as on /v1)', async () => {
+    const ada = browser(app.url);
+    await ada.call('POST', '/console/v1/sessions', { email: 'ada@acme.test', password: PASSWORD });
+    const hook = await ada.call('POST', '/console/v1/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['video.completed'] });
+    expect(hook.body).toMatchObject({ id: expect.stringMatching(/^wh_/), secret: expect.stringMatching(/^whsec_/) });
+
+    const bob = browser(app.url);
+    await bob.call('POST', '/console/v1/sessions', { email: 'bob@globex.test', password: PASSWORD });
+    expect((await bob.call('GET', '/console/v1/webhooks')).body.data).toEqual([]);
+    expect((await bob.call('GET', `/console/v1/webhooks/${hook.body.id}`)).status).toBe(404);
+    expect((await bob.call('PATCH', `/console/v1/webhooks/${hook.body.id}`, { is_active: false })).status).toBe(404);
+    expect((await bob.call('GET', '/console/v1/keys')).body.data).toEqual([]);
+    expect((await bob.call('GET', '/console/v1/ledger')).body.data).toEqual([]);
+  });
+
+  it('ends a session on sign-out and when its member is removed', async () => {
+    await admin('POST', `/organizations/${acme}/members`, { email: 'carol@acme.test', password: PASSWORD });
+    const carol = browser(app.url);
+    await carol.call('POST', '/console/v1/sessions', { email: 'carol@acme.test', password: PASSWORD });
+    const cookie = carol.cookie();
+    const out = await carol.call('DELETE', '/console/v1/session');
+    expect(out.body).toEqual({ object: 'console_session', deleted: true });
+    expect(out.headers.get('set-cookie')).toMatch(/^oc_console=; Max-Age=0;/);
+    // The old cookie, replayed, is refused.
+    carol.setCookie(cookie);
+    expect((await carol.call('GET', '/console/v1/balance')).status).toBe(401);
+
+    const again = browser(app.url);
+    await again.call('POST', '/console/v1/sessions', { email: 'carol@acme.test', password: PASSWORD });
+    const carolId = (await admin('GET', `/organizations/${acme}/members`)).body.data.find((m: { email: string }) => m.email === 'carol@acme.test').id;
+    await admin('DELETE', `/organizations/${acme}/members/${carolId}`);
+    expect((await again.call('GET', '/console/v1/balance')).body.error.code).toBe('invalid_session');
+    expect((await again.call('POST', '/console/v1/sessions', { email: 'carol@acme.test', password: PASSWORD })).status).toBe(401);
+  });
+
+  it('lets an operator sign in with the admin token and reach the admin operations', async () => {
+    const op = browser(app.url);
+    expect((await op.call('POST', '/console/v1/sessions', { admin_token: 'wrong-token-0123456789' })).body.error.code).toBe('invalid_admin_token');
+    expect((await op.call('POST', '/console/v1/sessions', { admin_token: ADMIN_TOKEN })).body).toMatchObject({ kind: 'operator', member: null, organization: null });
+    const orgs = await op.call('GET', '/console/v1/admin/organizations?limit=100');
+    expect(orgs.body.data.map((o: { id: string }) => o.id)).toEqual(expect.arrayContaining([acme, globex]));
+    expect((await op.call('POST', `/console/v1/admin/organizations/${globex}/credits`, { amount: 2.5 })).body).toMatchObject({ available: 2.5 });
+    expect((await op.call('PATCH', `/console/v1/admin/organizations/${globex}`, { tier: 'enterprise', limits: { requests_per_minute: 5000 } })).body).toMatchObject({
+      tier: 'enterprise',
+      limits: { requests_per_minute: 5000 },
+    });
+    // An operator is nobody's member: organization pages need a member.
+    expect((await op.call('GET', '/console/v1/balance')).body.error.code).toBe('member_session_required');
+  });
+
+  it('exports the ledger as CSV with the running balance', async () => {
+    const ada = browser(app.url);
+    await ada.call('POST', '/console/v1/sessions', { email: 'ada@acme.test', password: PASSWORD });
+    const csv = await ada.call('GET', '/console/v1/ledger.csv');
+    expect(csv.headers.get('content-type')).toBe('text/csv; charset=utf-8');
+    expect(csv.headers.get('content-disposition')).toBe(`attachment; filename="ledger-${acme}.csv"`);
+    const lines = String(csv.body).trim().split('\r\n');
+    expect(lines[0]).toBe('id,created,type,amount_usd,charged_usd,available_after_usd,description,reference');
+    expect(lines.at(-1)).toMatch(/^le_[^,]+,\d{4}-\d\d-\d\dT[^,]+,credit,5,0,5,Credit,$/);
+  });
+
+  it('limits failed sign-ins per email, answering 429 before checking a password', async () => {
+    await admin('POST', `/organizations/${globex}/members`, { email: 'dave@globex.test', password: PASSWORD });
+    const mallory = browser(app.url);
+    for (let i = 0; i < 10; i++) {
+      expect((await mallory.call('POST', '/console/v1/sessions', { email: 'dave@globex.test', password: `guess ${i}` })).status).toBe(401);
+    }
+    const refused = await mallory.call('POST', '/console/v1/sessions', { email: 'dave@globex.test', password: PASSWORD });
+    expect(refused).toMatchObject({ status: 429, body: { error: { type: 'rate_limit_error', code: 'rate_limit_exceeded' } } });
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  it('serves the console itself at /dashboard with a strict content security policy', async () => {
+    const redirect = await fetch(`${app.url}/dashboard`, { redirect: 'manual' });
+    expect(redirect.status).toBe(301);
+    expect(redirect.headers.get('location')).toBe('/dashboard/');
+    for (const path of ['/dashboard/', '/dashboard/keys', '/dashboard/webhooks?x=1']) {
+      const page = await fetch(`${app.url}${path}`);
+      expect(page.status).toBe(200);
+      expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+      expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+      const html = await page.text();
+      expect(html).toContain('<div id="root">');
+      const script = /src="(\/dashboard\/assets\/[^"]+\.js)"/.exec(html)![1]!;
+      const asset = await fetch(`${app.url}${script}`);
+      expect(asset.status).toBe(200);
+      expect(asset.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+    }
+    expect((await fetch(`${app.url}/dashboard/assets/nope.js`)).status).toBe(404);
+  });
+});

@@ -1,0 +1,309 @@
+import { createServer, type Server } from 'node:http';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadStandaloneConfig } from '../src/config';
+import { type Standalone, startStandalone } from '../src/standalone';
+import { CHROMIUM, CHROMIUM_ARGS, chromiumInstalled } from './chromium';
+
+const ADMIN_TOKEN = 'dashboard-admin-token-0123456789';
+const PASSWORD = 'correct horse battery staple';
+/** Screenshots of every page: kept by CI as artifacts, ignored by git. */
+const ARTIFACTS = resolve(import.meta.dirname, '../../../test-artifacts/dashboard');
+
+/**
+ * The web console in a real browser against a running service: what a member and an operator see and do,
+ * every page photographed, and no error in the browser's console that the test did not provoke itself.
+ */
+describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
+  let dir: string;
+  let app: Standalone;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  let receiver: Server;
+  let hookUrl: string;
+  /** The receiver refuses video.processing deliveries until told otherwise, so the log has a failure to resend. */
+  let refuseProcessing = true;
+  const consoleErrors: string[] = [];
+  /** Failures the test provokes on purpose (Bob opening Ada's transcript). */
+  const expectedErrors: RegExp[] = [];
+  let key = '';
+  let chatSessionId = '';
+
+  const admin = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${app.url}/admin/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    return (await res.json()) as any;
+  };
+  const v1 = (method: string, path: string, body?: unknown) =>
+    fetch(`${app.url}/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+  const shot = (name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+  const go = async (label: string) => {
+    await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: label }).click();
+    await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe(label);
+  };
+  /** Nothing wider than the window: the page works at 375 px without sideways scrolling. */
+  const fitsWidth = async () => {
+    // These functions run in the page; the test's own TypeScript has no DOM types.
+    const wider = await page.evaluate(() => {
+      const { document: doc, innerWidth } = globalThis as any;
+      return [...doc.querySelectorAll('body *')]
+        .filter((e: any) => e.getBoundingClientRect().right > innerWidth + 1 && !e.closest('.table-wrap'))
+        .map((e: any) => `${e.tagName.toLowerCase()}.${e.className}`);
+    });
+    expect(wider).toEqual([]);
+    return page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth <= (globalThis as any).innerWidth);
+  };
+
+
+  async function signIn(email: string) {
+    await page.goto(`${app.url}/dashboard/`);
+    // By keyboard alone: the form's fields are labelled and in order.
+    await page.getByLabel('Email').focus();
+    await page.keyboard.type(email);
+    await page.keyboard.press('Tab');
+    await page.keyboard.type(PASSWORD);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+  }
+
+  beforeAll(async () => {
+    await mkdir(ARTIFACTS, { recursive: true });
+    dir = await mkdtemp(join(tmpdir(), 'oc-dashboard-'));
+    receiver = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c));
+      req.on('end', () => {
+        const type = (JSON.parse(body || '{}') as { type?: string }).type;
+        res.writeHead(type === 'video.processing' && refuseProcessing ? 500 : 200).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    hookUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks/oc`;
+    app = await startStandalone({
+      config: loadStandaloneConfig({
+        PORT: '0',
+        HOST: '127.0.0.1',
+        DATA_DIR: dir,
+        ADMIN_TOKEN,
+        LOG_LEVEL: 'silent',
+        KEY_USAGE_FLUSH_MS: '200',
+        SIM_VIDEO_DURATION_MS: '3000',
+        SIM_VIDEO_PRERENDER: '0',
+        CHAT_SIMULATOR_WORD_DELAY_MS: '1',
+        WEBHOOK_ALLOW_PRIVATE: '1',
+        WEBHOOK_RETRY_DELAYS_MS: '0,100,200,300',
+      }),
+    });
+    const acme = await admin('POST', '/organizations', { name: 'Acme', tier: 'standard' });
+    await admin('POST', `/organizations/${acme.id}/credits`, { amount: 10, description: 'Welcome credit' });
+    await admin('POST', `/organizations/${acme.id}/members`, { email: 'ada@acme.test', name: 'Ada', password: PASSWORD });
+    const globex = await admin('POST', '/organizations', { name: 'Globex', tier: 'free' });
+    await admin('POST', `/organizations/${globex.id}/members`, { email: 'bob@globex.test', password: PASSWORD });
+
+    // playwright-core gives the browser a fresh profile of its own.
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    context = await browser.newContext({ viewport: { width: 1280, height: 900 }, permissions: ['clipboard-read', 'clipboard-write'] });
+    page = await context.newPage();
+    page.on('console', (message) => {
+      if (message.type() !== 'error') return;
+      const text = `${message.text()} ${message.location().url}`;
+      if (!expectedErrors.some((e) => e.test(text))) consoleErrors.push(text);
+    });
+    page.on('pageerror', (error) => consoleErrors.push(error.message));
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    await new Promise((r) => receiver?.close(r));
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('signs a member in and shows the balance, tier and a 30-day spend chart', async () => {
+    await signIn('ada@acme.test');
+    await expect.poll(() => page.getByTestId('available').textContent()).toBe('$10.00');
+    await expect.poll(() => page.locator('.chart svg').count()).toBeGreaterThan(0);
+    expect(await page.getByText('Acme · ada@acme.test').isVisible()).toBe(true);
+  });
+
+  it('registers a webhook (its secret shown once), disables and re-enables it, and sends a test event', async () => {
+    await go('Webhooks');
+    await page.getByLabel('URL').fill(hookUrl);
+    await page.getByRole('checkbox', { name: 'video.processing' }).check();
+    await page.getByRole('button', { name: 'Add endpoint' }).click();
+    const secret = await page.getByLabel(`Signing secret of ${hookUrl}`, { exact: true }).inputValue();
+    expect(secret).toMatch(/^whsec_/);
+    const panel = page.getByRole('region', { name: `Webhook ${hookUrl}` });
+    await panel.getByRole('button', { name: 'Disable' }).click();
+    await expect.poll(() => panel.getByTestId('webhook-state').textContent()).toBe('disabled');
+    await panel.getByRole('button', { name: 'Re-enable' }).click();
+    await expect.poll(() => panel.getByTestId('webhook-state').textContent()).toBe('active');
+    await panel.getByRole('button', { name: 'Send test event' }).click();
+    await expect.poll(() => panel.getByTestId('test-result').textContent()).toMatch(/^Test delivered: HTTP 200 in \d+ ms$/);
+  });
+
+  it('creates a key whose value is shown once, and the API accepts it', async () => {
+    await go('API keys');
+    await page.getByLabel('Name').fill('ci');
+    for (const scope of ['video:read', 'video:write', 'chat:read', 'chat:write']) await page.getByRole('checkbox', { name: scope }).check();
+    await page.getByLabel('Rate limit (requests per minute)').fill('300');
+    await page.getByLabel('Expires after (days)').fill('30');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    key = await page.getByLabel('New key “ci”', { exact: true }).inputValue();
+    expect(key).toMatch(/^oc_live_[A-Za-z0-9_-]{43}$/);
+    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.getByText('Copied to the clipboard.').waitFor();
+    const row = page.locator('tr', { hasText: key.slice(0, 12) });
+    expect(await row.textContent()).toContain('video:write');
+
+    const balance = await v1('GET', '/account/balance');
+    expect(balance.status).toBe(200);
+    const chat = await v1('POST', '/chat/completions', { model: 'chat-2', messages: [{ role: 'user', content: 'How do I start a community garden?' }] });
+    chatSessionId = ((await chat.json()) as { session_id: string }).session_id;
+    await shot('keys');
+  });
+
+  it('shows a video made through the API reach 100 % and plays it', async () => {
+    const created = await v1('POST', '/videos', { model: 'video-2', prompt: 'A paper boat drifting down a rainy street', seconds: '4', size: '1280x720' });
+    expect(created.status).toBe(200);
+    const video = (await created.json()) as { id: string };
+    await go('Videos');
+    const item = page.locator(`[data-video-id="${video.id}"]`);
+    await expect.poll(() => item.getByTestId('progress').textContent(), { timeout: 30_000, interval: 250 }).toBe('100%');
+    expect(await item.locator('.badge').textContent()).toBe('completed');
+    await item.getByRole('button', { name: 'Play' }).click();
+    const player = item.locator('video');
+    await expect.poll(() => player.evaluate((v) => (v as unknown as { readyState: number }).readyState), { timeout: 15_000 }).toBeGreaterThanOrEqual(1);
+    expect(await player.evaluate((v) => (v as unknown as { duration: number }).duration)).toBeCloseTo(4, 0);
+    await shot('videos');
+  });
+
+  it('lists the deliveries with their status codes and resends a failed one', async () => {
+    await go('Webhooks');
+    const panel = page.getByRole('region', { name: `Webhook ${hookUrl}` });
+    await panel.getByRole('button', { name: 'Deliveries' }).click();
+    // video.processing was refused (500) on every attempt; video.completed went through (200).
+    const failed = panel.locator('tr', { hasText: 'video.processing' }).filter({ hasText: 'failed' }).first();
+    await expect.poll(async () => {
+      await panel.getByRole('button', { name: 'Hide deliveries' }).click();
+      await panel.getByRole('button', { name: 'Deliveries' }).click();
+      return failed.count();
+    }, { timeout: 15_000 }).toBe(1);
+    expect(await failed.textContent()).toContain('500');
+    expect(await panel.locator('tr', { hasText: 'video.completed' }).first().textContent()).toContain('200');
+    refuseProcessing = false;
+    await failed.getByRole('button', { name: 'Resend' }).click();
+    await expect.poll(async () => {
+      await panel.getByRole('button', { name: 'Hide deliveries' }).click();
+      await panel.getByRole('button', { name: 'Deliveries' }).click();
+      return panel.locator('tr', { hasText: 'video.processing' }).first().textContent();
+    }, { timeout: 15_000 }).toMatch(/200.*succeeded/);
+    await shot('webhooks');
+  });
+
+  it('opens a chat transcript, and shows the ledger with a CSV export', async () => {
+    await go('Chat sessions');
+    await page.getByRole('link', { name: new RegExp(chatSessionId) }).click();
+    await page.getByText('How do I start a community garden?').waitFor();
+    expect(await page.locator('.message.assistant').count()).toBe(1);
+    await shot('chat');
+
+    await go('Ledger');
+    await page.getByText('Welcome credit').waitFor();
+    expect(await page.locator('tbody tr').count()).toBeGreaterThanOrEqual(5);
+    const csv = await page.evaluate(async () => (await fetch('/console/v1/ledger.csv')).text());
+    expect(csv.split('\r\n')[0]).toBe('id,created,type,amount_usd,charged_usd,available_after_usd,description,reference');
+    expect(csv).toContain('Welcome credit');
+    await shot('ledger');
+
+    await go('Overview');
+    await expect.poll(() => page.getByRole('heading', { name: /^Spend, last 30 days: \$0\.4\d/ }).count()).toBe(1);
+    await shot('overview');
+  });
+
+  it('fits a 375 px wide screen', async () => {
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.goto(`${app.url}/dashboard/`);
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    await page.locator('.chart svg').waitFor();
+    expect(await fitsWidth()).toBe(true);
+    await shot('overview-375');
+    await go('API keys');
+    expect(await fitsWidth()).toBe(true);
+    await shot('keys-375');
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+
+  it('revokes the key after a confirmation, and the next API call gets 401', async () => {
+    await go('API keys');
+    const row = page.locator('tr', { hasText: key.slice(0, 12) });
+    // The calls made with it above are counted: last used, and requests today.
+    expect(await row.locator('td').nth(4).textContent()).not.toBe('—');
+    expect(await row.locator('td.num').textContent()).toMatch(/^[1-9]\d* \/ \d+$/);
+    await row.getByRole('button', { name: 'Revoke' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Revoke “ci”?' });
+    await dialog.getByRole('button', { name: 'Revoke key' }).click();
+    await expect.poll(() => row.locator('.badge').textContent()).toBe('revoked');
+    const after = await v1('GET', '/account/balance');
+    expect(after.status).toBe(401);
+    expect(((await after.json()) as { error: { code: string } }).error.code).toBe('invalid_api_key');
+  });
+
+  it("shows another organization's member none of the first one's data", async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in to the OC console' }).waitFor();
+    await page.setViewportSize({ width: 375, height: 800 });
+    await signIn('bob@globex.test');
+    expect(await page.getByText('Globex · bob@globex.test').isVisible()).toBe(true);
+    await expect.poll(() => page.getByTestId('available').textContent()).toBe('$0.00');
+    for (const [label, empty] of [
+      ['API keys', 'No keys yet.'],
+      ['Videos', 'No videos yet.'],
+      ['Chat sessions', 'No chat sessions yet.'],
+      ['Webhooks', 'No webhooks yet.'],
+      ['Ledger', 'No entries yet.'],
+    ] as const) {
+      await go(label);
+      await page.getByText(empty, { exact: false }).waitFor();
+      expect(await fitsWidth()).toBe(true);
+    }
+    // Ada's transcript by its address: as absent as one that never existed.
+    expectedErrors.push(new RegExp(`404.*chat/sessions/${chatSessionId}`));
+    await page.goto(`${app.url}/dashboard/chat/${chatSessionId}`);
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('resource_not_found');
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.getByRole('button', { name: 'Sign out' }).click();
+  });
+
+  it('lets an operator sign in with the admin token, see every organization and add credit', async () => {
+    await page.getByRole('button', { name: 'Sign in as an operator' }).click();
+    await page.getByLabel('Admin token').fill(ADMIN_TOKEN);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: 'Organizations' }).waitFor();
+    await page.getByRole('link', { name: 'Globex' }).waitFor();
+    await shot('organizations');
+    await page.getByRole('link', { name: 'Acme' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Acme' }).waitFor();
+    await page.getByLabel('Amount (USD)').fill('5');
+    await page.getByRole('button', { name: 'Add credit' }).click();
+    await expect.poll(() => page.locator('.card', { hasText: 'Available' }).locator('.figure').textContent()).toMatch(/^\$14\.\d\d$/);
+    await page.getByText('Ada · ada@acme.test').waitFor();
+    await shot('organization');
+  });
+
+  it('logged no error in the browser console', () => {
+    expect(consoleErrors).toEqual([]);
+  });
+});
