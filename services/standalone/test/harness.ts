@@ -249,8 +249,6 @@ export const distributed = async (env: Record<string, string> = {}, options: { s
 export interface ReplicatedService extends RunningService {
   /** Every gateway's base URL; `url` is the first. */
   urls: string[];
-  /** Every process by name: `gateway-1`, `billing-2` … */
-  names: string[];
   /** What `pnpm start:distributed` printed so far (its processes' log lines are prefixed with their names). */
   output(): string;
   /** Kills one process (SIGKILL, no shutdown) and leaves it dead: its replicas carry on without it. */
@@ -329,14 +327,12 @@ export async function replicated(env: Record<string, string> = {}, options: { re
     });
   };
   await start();
-  const services = ['billing', 'chat', 'video', 'webhook'];
   const service: ReplicatedService = {
     mode: 'distributed',
     dataDir,
     natsPrefix: prefix,
     url: urls[0]!,
     urls,
-    names: services.flatMap((name) => Array.from({ length: replicas }, (_, i) => `${name}-${i + 1}`)),
     adminToken: ADMIN_TOKEN,
     output: () => output,
     async restart() {
