@@ -1,5 +1,6 @@
 // `pnpm start:distributed`: gateway, billing, chat, video and webhook as separate processes over NATS, on
 // one shared event store file, with `pnpm start`'s variables, defaults and first-start conveniences.
+// `REPLICAS=2` starts two of each: two gateways (on PORT and PORT + 1) and two replicas of every service.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -14,6 +15,12 @@ const dataDir = resolve(env.DATA_DIR ?? './.data');
 const port = Number(env.PORT ?? 8080);
 const host = env.HOST ?? '0.0.0.0';
 const local = `http://127.0.0.1:${port}`;
+const replicas = Number(env.REPLICAS ?? 1);
+if (!Number.isInteger(replicas) || replicas < 1 || replicas > 8) {
+  process.stderr.write(`Invalid configuration: REPLICAS: a whole number from 1 to 8 (got '${env.REPLICAS}')\n`);
+  process.exit(78);
+}
+const gateways = Array.from({ length: replicas }, (_, i) => `http://127.0.0.1:${port + i}`);
 
 execFileSync(process.execPath, [join(root, 'scripts/ensure-built.mjs'), 'services/dashboard', ...SERVICES.map((s) => `services/${s}`)], {
   stdio: 'inherit',
@@ -34,19 +41,43 @@ function adminToken() {
 }
 const admin = adminToken();
 
-// Every variable the caller set reaches every process; these are the distributed layout's own.
+// Every variable the caller set reaches every process; these are the distributed layout's own. Replica
+// names are this script's to give (one per process), so none set outside reaches two processes.
+const { REPLICA_ID: _replicaId, CHAT_REPLICA_ID: _chatReplicaId, ...inherited } = env;
 const common = {
-  ...env,
+  ...inherited,
   NATS_URL: env.NATS_URL ?? 'nats://127.0.0.1:4222',
   EVENTSTORE_FILE: env.EVENTSTORE_FILE ?? join(dataDir, 'events.sqlite'),
   // As in `pnpm start`: local development, so webhooks may reach this machine and the key is generated.
   WEBHOOK_MODE: env.WEBHOOK_MODE ?? 'development',
 };
-const own = {
-  // As in `pnpm start`: the console is reached over plain http://127.0.0.1, where a Secure cookie would be dropped.
-  gateway: { PORT: String(port), HOST: host, ADMIN_TOKEN: admin.token, CONSOLE_COOKIE_SECURE: env.CONSOLE_COOKIE_SECURE ?? '0' },
-  video: { PUBLIC_BASE_URL: env.PUBLIC_BASE_URL ?? local },
-};
+
+/**
+ * Replica `n` (1-based) of a service: its own name and read models, and the service's data directory
+ * (video files, the webhook key) shared with its other replicas. Replica 1 keeps the one-replica layout.
+ */
+function processEnv(service, n) {
+  if (service === 'gateway') {
+    return {
+      ...common,
+      DATA_DIR: join(dataDir, service),
+      PORT: String(port + n - 1),
+      HOST: host,
+      ADMIN_TOKEN: admin.token,
+      // As in `pnpm start`: the console is reached over plain http://127.0.0.1, where a Secure cookie would be dropped.
+      CONSOLE_COOKIE_SECURE: env.CONSOLE_COOKIE_SECURE ?? '0',
+    };
+  }
+  return {
+    ...common,
+    DATA_DIR: join(dataDir, service),
+    REPLICA_ID: `${service}-${n}`,
+    ...(n > 1 ? { READMODEL_FILE: join(dataDir, service, `read-models-${n}.sqlite`) } : {}),
+    ...(service === 'video' ? { PUBLIC_BASE_URL: env.PUBLIC_BASE_URL ?? local } : {}),
+    // The rendered clips are shared: one replica renders them ahead, the others on demand.
+    ...(service === 'video' && n > 1 && env.SIM_VIDEO_PRERENDER === undefined ? { SIM_VIDEO_PRERENDER: '0' } : {}),
+  };
+}
 
 const children = new Map();
 let stopping = false;
@@ -55,38 +86,51 @@ function prefixed(stream, name, out) {
   createInterface({ input: stream }).on('line', (line) => out.write(`[${name}] ${line}\n`));
 }
 
-for (const name of SERVICES) {
-  const child = spawn(process.execPath, ['--enable-source-maps', join(root, 'services', name, 'dist/main.js')], {
-    cwd: root,
-    env: { ...common, DATA_DIR: join(dataDir, name), ...own[name] },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  prefixed(child.stdout, name, process.stdout);
-  prefixed(child.stderr, name, process.stderr);
-  children.set(name, child);
-  // One service gone means a service that answers 503 for good: stop everything and say which.
-  child.on('exit', (code, signal) => {
-    children.delete(name);
-    if (stopping) return;
-    process.stderr.write(`[start:distributed] ${name} stopped (${signal ?? `exit code ${code}`}); stopping the others\n`);
-    void stop(1);
-  });
+for (const service of SERVICES) {
+  for (let n = 1; n <= replicas; n++) {
+    const name = replicas > 1 ? `${service}-${n}` : service;
+    const child = spawn(process.execPath, ['--enable-source-maps', join(root, 'services', service, 'dist/main.js')], {
+      cwd: root,
+      env: processEnv(service, n),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    prefixed(child.stdout, name, process.stdout);
+    prefixed(child.stderr, name, process.stderr);
+    children.set(name, { service, child });
+    // A service with no process left answers 503 for good: stop everything and say which. While another
+    // replica of it runs, the others carry on (and take over what the stopped one left unfinished).
+    child.on('exit', (code, signal) => {
+      children.delete(name);
+      if (stopping) return;
+      const left = [...children.values()].filter((c) => c.service === service).length;
+      const how = signal ?? `exit code ${code}`;
+      if (left > 0) {
+        process.stderr.write(`[start:distributed] ${name} stopped (${how}); ${left} ${service} replica${left > 1 ? 's' : ''} still running\n`);
+        return;
+      }
+      process.stderr.write(`[start:distributed] ${name} stopped (${how}); stopping the others\n`);
+      void stop(1);
+    });
+  }
 }
 
 async function stop(code) {
   stopping = true;
-  const exits = [...children.values()].map((child) => new Promise((r) => child.once('exit', r)));
-  for (const child of children.values()) child.kill('SIGTERM');
+  const exits = [...children.values()].map(({ child }) => new Promise((r) => child.once('exit', r)));
+  for (const { child } of children.values()) child.kill('SIGTERM');
   await Promise.all(exits);
   process.exit(code);
 }
 process.once('SIGINT', () => void stop(0));
 process.once('SIGTERM', () => void stop(0));
+// Started by another process over IPC (the e2e suites): when that one goes away, even killed, so does all this.
+if (process.send) process.once('disconnect', () => void stop(0));
 
 async function ready() {
   for (let attempt = 0; attempt < 600 && !stopping; attempt++) {
     try {
-      if ((await fetch(`${local}/readyz`)).status === 200) return true;
+      const answers = await Promise.all(gateways.map((url) => fetch(`${url}/readyz`)));
+      if (answers.every((res) => res.status === 200)) return true;
     } catch {
       // Not listening yet.
     }
@@ -117,16 +161,20 @@ async function demoOnFirstStart() {
 
 if (!(await ready())) {
   if (!stopping) {
-    process.stderr.write('[start:distributed] the gateway did not become ready in 120 s; stopping\n');
+    process.stderr.write(`[start:distributed] the gateway${replicas > 1 ? 's' : ''} did not become ready in 120 s; stopping\n`);
     await stop(1);
   }
 } else {
   const demo = await demoOnFirstStart();
+  const what = replicas > 1 ? `distributed: ${replicas} of each of ${SERVICES.join(', ')}` : `distributed: ${SERVICES.join(', ')}`;
   const lines = [
-    `OC API listening on ${local} (distributed: ${SERVICES.join(', ')} over ${common.NATS_URL}; data in ${dataDir})`,
+    `OC API listening on ${gateways.join(' and ')} (${what} over ${common.NATS_URL}; data in ${dataDir})`,
     admin.note,
     `Web console: ${local}/dashboard/ (operators sign in with the admin token; oc members create adds an organization's members)`,
   ];
+  if (replicas > 1 && !env.REDIS_URL) {
+    lines.push('Rate limits are counted by each gateway on its own; set REDIS_URL (e.g. redis://127.0.0.1:6379) to share them exactly.');
+  }
   if (demo) {
     lines.push(
       `Demo organization ${demo.organization.id} with $10.00 of credit, and an API key with every scope (shown only now):`,

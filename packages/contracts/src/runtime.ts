@@ -8,6 +8,30 @@ export const systemClock: Clock = { now: () => Date.now() };
 
 export const unixSeconds = (ms: number) => Math.floor(ms / 1000);
 
+/**
+ * The replicas of one service, as one of them sees them. Work that must be done once (a video's job, a
+ * webhook delivery's attempts, a completion's settlement) names the replica that owns it in its stream; only
+ * that replica does it, and another takes it over, by an append with the expected revision, once the owner
+ * is gone.
+ */
+export interface Replicas {
+  /** This replica's name, recorded on the work it owns. */
+  readonly self: string;
+  /**
+   * Other processes may run this service on the same event store at the same time: kept decider state can
+   * be behind (`CommandHandler`'s `otherWriters`), and queries wait for the whole log (`readLatest`).
+   */
+  readonly shared: boolean;
+  /** Whether the replica of this name has stopped, so that its work may be taken over. Never true of `self`. */
+  isGone(replica: string): Promise<boolean>;
+}
+
+/**
+ * One process alone on its data (`pnpm start`, unit tests): every other name is a process that ran before
+ * and is gone, so its unfinished work is this one's to take over.
+ */
+export const aloneReplica = (self: string): Replicas => ({ self, shared: false, isGone: async (replica) => replica !== self });
+
 /** Ids come in from outside too; prefixes follow the spec (`video_`, `chat_`, `wh_` …). */
 export interface IdSource {
   next(prefix: string): string;

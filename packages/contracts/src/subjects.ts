@@ -101,6 +101,11 @@ export function natsNames(prefix: string = DEFAULT_NATS_PREFIX) {
     subject: (subject: string) => `${prefix}.${subject}`,
     eventsStream: `${prefix.toUpperCase()}_EVENTS`,
     eventSubject: (service: string, type: string) => `${prefix}.events.${service}.${type}`,
+    /** Where a running replica answers "still here" (its name as one subject-safe token). */
+    presence: (service: string, replica: string) => `${prefix}.presence.${service}.${subjectToken(replica)}`,
   };
 }
 export type NatsNames = ReturnType<typeof natsNames>;
+
+/** Any name as one subject token: no `.`, wildcard or white space left (`web-1.example` → `web-1%2Eexample`). */
+const subjectToken = (name: string) => encodeURIComponent(name).replace(/[.*!~'()]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);

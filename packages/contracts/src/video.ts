@@ -129,8 +129,11 @@ export type VideoMessage<K extends keyof typeof VideoMessages> = z.infer<(typeof
 
 // ---------- Domain events of the video service (stream `video-<id>`) ----------
 
-/** The stream category the video service writes (`video-<id>`): its outbox relay publishes this only. */
-export const VideoStreams = { video: 'video' } as const;
+/**
+ * The stream categories the video service writes (`video-<id>`; `videokey-<hash>`, one per organization and
+ * Idempotency-Key): its outbox relay publishes these only.
+ */
+export const VideoStreams = { video: 'video', idempotencyKey: 'videokey' } as const;
 
 const VideoKey = { org_id: z.string(), video_id: z.string() };
 
@@ -149,7 +152,11 @@ export const VideoEvents = {
     requested_at: z.int(),
     idempotency_key: z.string().nullable(),
     request_hash: z.string().nullable(),
+    /** The replica that runs the job (absent in events written before replicas). */
+    replica: z.string().optional(),
   }),
+  /** Another replica runs the job from now on: the one that did stopped (`previous`, null before replicas). */
+  VideoJobTakenOver: z.object({ ...VideoKey, replica: z.string(), previous: z.string().nullable() }),
   /** Funds reserved (or a test key): the job is accepted, `queued`. */
   VideoQueued: z.object(VideoKey),
   /**
@@ -167,6 +174,11 @@ export const VideoEvents = {
   VideoCharged: z.object({ ...VideoKey, amount_micros: z.int().nonnegative() }),
   VideoRefunded: z.object({ ...VideoKey, amount_micros: z.int().nonnegative() }),
   VideoDeleted: z.object({ ...VideoKey, deleted_at: z.int() }),
+  /**
+   * On `videokey-<hash>`: an organization's Idempotency-Key now stands for this video (the first request
+   * that used it, or one replacing a request that was never accepted), for 24 hours from `claimed_at` (ms).
+   */
+  VideoIdempotencyKeyClaimed: z.object({ ...VideoKey, request_hash: z.string(), claimed_at: z.int() }),
   ...VideoNotifications,
 } as const;
 

@@ -228,8 +228,11 @@ export type WebhookMessage<K extends keyof typeof WebhookMessages> = z.infer<(ty
 
 // ---------- Domain events of the webhook service ----------
 
-/** The stream categories the webhook service writes (`webhook-<id>`, `delivery-<id>`): its outbox relay publishes these only. */
-export const WebhookStreams = { webhook: 'webhook', delivery: 'delivery' } as const;
+/**
+ * The stream categories the webhook service writes (`webhook-<id>`, `delivery-<id>`, and `webhookorg-<org>`,
+ * an organization's webhooks counted against its limit): its outbox relay publishes these only.
+ */
+export const WebhookStreams = { webhook: 'webhook', delivery: 'delivery', organization: 'webhookorg' } as const;
 
 /** Secrets travel and rest only in this form: AES-256-GCM under the service's key. */
 const EncryptedSecret = z.string();
@@ -269,6 +272,8 @@ export const WebhookEvents = {
     event: WebhookEnvelopeSchema,
     /** Milliseconds since the epoch. */
     next_attempt_at: z.int(),
+    /** The replica that makes the attempts (absent in events written before replicas). */
+    replica: z.string().optional(),
   }),
   DeliveryAttempted: z.object({
     delivery_id: z.string(),
@@ -285,8 +290,15 @@ export const WebhookEvents = {
   }),
   /** Not attempted because the webhook is inactive or deleted; `recover` can send it later. */
   DeliveryAbandoned: z.object({ delivery_id: z.string(), ...WebhookRef, at: z.int(), reason: z.enum(['webhook_inactive', 'webhook_deleted']) }),
-  /** Sent again by its owner (retry or recover): a fresh schedule, the same event id. */
-  DeliveryRequeued: z.object({ delivery_id: z.string(), ...WebhookRef, next_attempt_at: z.int() }),
+  /** Sent again by its owner (retry or recover): a fresh schedule, the same event id, made by `replica`. */
+  DeliveryRequeued: z.object({ delivery_id: z.string(), ...WebhookRef, next_attempt_at: z.int(), replica: z.string().optional() }),
+  /** Another replica makes the attempts from now on: the one that did stopped (`previous`, null before replicas). */
+  DeliveryTakenOver: z.object({ delivery_id: z.string(), ...WebhookRef, replica: z.string(), previous: z.string().nullable() }),
+
+  /** On `webhookorg-<org>`: a webhook counts against the organization's limit from now on (`at`, ms). */
+  OrganizationWebhookAdded: z.object({ ...WebhookRef, at: z.int() }),
+  /** On `webhookorg-<org>`: the webhook is deleted (or was never created), its place free again. */
+  OrganizationWebhookRemoved: z.object(WebhookRef),
 } as const;
 
 export type WebhookDomainEventType = keyof typeof WebhookEvents;

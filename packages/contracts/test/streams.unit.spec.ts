@@ -16,6 +16,7 @@ describe('stream ownership', () => {
     expect(video('video-video_1')).toBe(true);
     expect(video('videos-1')).toBe(false);
     expect(video('chat-video_1')).toBe(false);
+    expect(video('videokey-0a1b')).toBe(true);
     const chat = ownsStream('chat');
     expect(['chat-s', 'completion-c', 'account-o', 'apikey-k', 'webhook-w', 'delivery-d'].filter(chat)).toEqual(['chat-s', 'completion-c']);
     expect(['account-o', 'apikey-k', 'video-v'].filter(ownsStream('billing'))).toEqual(['account-o', 'apikey-k']);

@@ -123,7 +123,10 @@ const MAX_BATCH = 256;
  * decision throws fails alone, after the others' append has settled, against the same state they saw.
  * The state of recently used streams is kept and trusted: a command on a known stream reads nothing, and
  * only a conflict (another writer appended meanwhile) makes it read the events appended since. So long
- * streams (an account's reservations) cost the same per command as short ones.
+ * streams (an account's reservations) cost the same per command as short ones. Where replicas of a service
+ * write the same streams (`otherWriters`), each decision first reads what was appended since the kept state.
+ * A kept state that decided a batch whose append failed is dropped, never reused: deciders may evolve their
+ * state in place (an account's reservations), so it may hold events that were never stored.
  */
 export class CommandHandler {
   private readonly mutex = new KeyedMutex();
@@ -134,7 +137,18 @@ export class CommandHandler {
 
   constructor(
     private readonly store: EventStore,
-    private readonly options: { maxAttempts?: number; newEventId?: () => string; maxCachedStreams?: number } = {},
+    private readonly options: {
+      maxAttempts?: number;
+      newEventId?: () => string;
+      maxCachedStreams?: number;
+      /**
+       * Other processes (replicas of the service) append to the same streams: a kept state is brought up to
+       * date (the events appended since it, read first) before every decision, so that a refusal or a
+       * decision to do nothing, which no append checks, is made on the stream as it is. Decisions that append
+       * are checked by their expected revision either way.
+       */
+      otherWriters?: boolean;
+    } = {},
   ) {}
 
   handle<State, Command, Event extends DomainEvent>(
@@ -189,20 +203,16 @@ export class CommandHandler {
     for (let attempt = 1; ; attempt++) {
       let outcomes: Array<{ state: unknown; events: DomainEvent[] } | { error: unknown }> = [];
       try {
+        // A kept state is trusted when nobody else writes the stream; where replicas do, what they appended
+        // since is read first (one indexed read, usually empty), so refusals and "nothing to do" are decided
+        // on the stream as it is.
         const { state, revision } =
           fresh && attempt === 1 && !this.states.has(streamName)
             ? { state: decider.initialState(), revision: 'no_stream' as const }
-            : await this.read(streamName, decider, attempt > 1);
-        let current = state;
-        outcomes = pending.map(({ command }) => {
-          try {
-            const events = decider.decide(command, current);
-            current = events.reduce((s, e) => decider.evolve(s, e), current);
-            return { state: current, events };
-          } catch (error) {
-            return { error };
-          }
-        });
+            : await this.read(streamName, decider, attempt > 1 || this.options.otherWriters === true);
+        const decided = decideAll(decider, pending, state);
+        outcomes = decided.outcomes;
+        const current = decided.state;
         const toAppend: Array<NewEvent & { id: string }> = [];
         outcomes.forEach((outcome, i) => {
           if ('error' in outcome || outcome.events.length === 0) return;
@@ -224,6 +234,9 @@ export class CommandHandler {
         });
         return;
       } catch (error) {
+        // The batch that failed was evolved into the kept state (some deciders evolve in place, an account's
+        // reservations): it is dropped, and the stream read again from its start.
+        this.states.delete(streamName);
         if (!(error instanceof WrongExpectedRevisionError) || attempt >= maxAttempts) {
           outcomes.forEach((outcome, i) => pending[i]!.reject('error' in outcome ? outcome.error : error));
           for (const rest of pending.slice(outcomes.length)) rest.reject(error);
@@ -293,6 +306,25 @@ export class CommandHandler {
       if (oldest !== undefined) this.states.delete(oldest);
     }
   }
+}
+
+/** Each command decided in turn on the state the previous one left; a command that throws fails alone. */
+function decideAll(
+  decider: Decider<unknown, unknown, DomainEvent>,
+  pending: ReadonlyArray<Pending<unknown, unknown, DomainEvent>>,
+  state: unknown,
+): { state: unknown; outcomes: Array<{ state: unknown; events: DomainEvent[] } | { error: unknown }> } {
+  let current = state;
+  const outcomes = pending.map(({ command }) => {
+    try {
+      const events = decider.decide(command, current);
+      current = events.reduce((s, e) => decider.evolve(s, e), current);
+      return { state: current, events };
+    } catch (error) {
+      return { error };
+    }
+  });
+  return { state: current, outcomes };
 }
 
 export type { StoredEvent };

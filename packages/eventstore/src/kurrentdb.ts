@@ -84,7 +84,7 @@ export class KurrentEventStore implements EventStore {
         { streamState: streamState(options.expectedRevision) },
       );
       // An idempotent repeat (same event ids) succeeds without a position; the stream's head is a safe stand-in.
-      const position = result.position ? Number(result.position.commit) : await this.headPosition(streamName);
+      const position = result.position ? Number(result.position.commit) : await this.streamHeadPosition(streamName);
       return { nextExpectedRevision: Number(result.nextExpectedRevision), position };
     } catch (error) {
       if (!(error instanceof WrongExpectedVersionError)) throw error;
@@ -212,7 +212,17 @@ export class KurrentEventStore implements EventStore {
     await this.client.dispose();
   }
 
-  private async headPosition(streamName: string): Promise<number> {
+  async headPosition(): Promise<number> {
+    // Backwards from the end: the first application event (checkpoints are events of their own streams).
+    const reading = this.client.readAll({ direction: BACKWARDS, fromPosition: END, filter: excludeSystemEvents() });
+    for await (const resolved of reading) {
+      const event = toStored(resolved);
+      if (event && isApplicationEvent(event)) return event.position;
+    }
+    return -1;
+  }
+
+  private async streamHeadPosition(streamName: string): Promise<number> {
     const reading = this.client.readStream(streamName, { direction: BACKWARDS, fromRevision: END, maxCount: 1 });
     for await (const resolved of reading) return toStored(resolved)?.position ?? -1;
     return -1;

@@ -102,6 +102,13 @@ export interface EventStore {
    * order; the next batch waits for the previous handler's promise, and collects what arrived meanwhile.
    */
   subscribeToAll(handler: BatchHandler, options?: SubscribeOptions): Subscription;
+  /**
+   * Position of the last event in the global log, as committed by any writer (another process, another
+   * replica); -1 while the log is empty. Every append answered before this is called is at or below it,
+   * so a reader that waits for its read models to reach it reads everything written before it asked.
+   * This process's live subscriptions are handed whatever that brings to light.
+   */
+  headPosition(): Promise<number>;
   /** Cheap reachability probe for readiness checks. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -256,6 +256,13 @@ export class SqliteEventStore implements EventStore {
     return subscription;
   }
 
+  async headPosition(): Promise<number> {
+    // Commits of other processes reach the live feeds now, not at the next poll: a reader waiting for
+    // this position would otherwise wait for the poll.
+    this.pollOthers();
+    return this.head > 0 ? this.head : -1;
+  }
+
   async ping(): Promise<void> {
     this.selectOne.get();
   }

@@ -54,6 +54,7 @@ export function traceEventStore(store: EventStore, options: TracedEventStoreOpti
     },
     readStream: (streamName, readOptions) => store.readStream(streamName, readOptions),
     readAll: (readOptions) => store.readAll(readOptions),
+    headPosition: () => store.headPosition(),
     subscribeToAll(handler, subscribeOptions) {
       const service = options.projections;
       if (service === undefined) return store.subscribeToAll(handler, subscribeOptions);

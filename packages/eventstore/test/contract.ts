@@ -385,6 +385,14 @@ export function eventStoreContract(name: string, open: () => Promise<OpenStores>
       });
     });
 
+    it('reports the head of the global log: at or past every append answered before', async () => {
+      const first = await mark();
+      expect(await store.headPosition()).toBeGreaterThanOrEqual(first);
+      await store.appendToStream(newStream(), events(3), { expectedRevision: 'no_stream' });
+      const last = await mark();
+      expect(await store.headPosition()).toBeGreaterThanOrEqual(last);
+    });
+
     it('answers ping', async () => {
       await expect(store.ping()).resolves.toBeUndefined();
     });

@@ -279,6 +279,52 @@ describe('CommandHandler against another process on the same file', () => {
     expect(raced.reads()).toBe(3);
   });
 
+  it('with otherWriters, checks the kept state against the store before refusing a command', async () => {
+    const handler = new CommandHandler(mine, { otherWriters: true });
+    for (let i = 0; i < 3; i++) await handler.handle('counter-1', counter, { type: 'Increment', max: 3 });
+    // Another replica resets the counter; this handler's kept state still says 3.
+    await theirs.appendToStream('counter-1', [{ type: 'Set', data: { value: 0 } }], { expectedRevision: 2 });
+
+    const result = await handler.handle('counter-1', counter, { type: 'Increment', max: 3 });
+
+    expect(result.state).toEqual({ value: 1 });
+    // Without the option the kept state is trusted, as in one process where nobody else writes.
+    const trusting = new CommandHandler(mine);
+    for (let i = 0; i < 2; i++) await trusting.handle('counter-2', counter, { type: 'Increment', max: 2 });
+    await theirs.appendToStream('counter-2', [{ type: 'Set', data: { value: 0 } }], { expectedRevision: 1 });
+    await expect(trusting.handle('counter-2', counter, { type: 'Increment', max: 2 })).rejects.toBeInstanceOf(LimitReached);
+  });
+
+  it('with otherWriters, checks the kept state before deciding that there is nothing to do', async () => {
+    const handler = new CommandHandler(mine, { otherWriters: true });
+    await handler.handle('counter-1', counter, { type: 'SetTo', value: 5 });
+    await theirs.appendToStream('counter-1', [{ type: 'Set', data: { value: 7 } }], { expectedRevision: 0 });
+
+    const result = await handler.handle('counter-1', counter, { type: 'SetTo', value: 5 });
+
+    expect(result.events).toEqual([{ type: 'Set', data: { value: 5 } }]);
+    expect((await mine.readStream('counter-1')).map((e) => e.data)).toEqual([{ value: 5 }, { value: 7 }, { value: 5 }]);
+  });
+
+  it('never reuses a kept state that a batch which failed to append was evolved into (in place)', async () => {
+    // Like an account's reservations: evolve changes the state it is given, for linear folds of long streams.
+    type SetEvent = { type: 'Added'; data: { id: string } };
+    const tally: Decider<{ ids: Set<string> }, { type: 'Add'; id: string }, SetEvent> = {
+      initialState: () => ({ ids: new Set() }),
+      decide: (command, state) => (state.ids.has(command.id) ? [] : [{ type: 'Added', data: { id: command.id } }]),
+      evolve: (state, event) => (state.ids.add(event.data.id), state),
+    };
+    const handler = new CommandHandler(mine);
+    await handler.handle('set-1', tally, { type: 'Add', id: 'a' });
+    // Another process appends: this handler's first decision conflicts, after adding 'b' to its kept state.
+    await theirs.appendToStream('set-1', [{ type: 'Added', data: { id: 'x' } }], { expectedRevision: 0 });
+
+    const result = await handler.handle('set-1', tally, { type: 'Add', id: 'b' });
+
+    expect(result.events).toEqual([{ type: 'Added', data: { id: 'b' } }]);
+    expect((await mine.readStream('set-1')).map((e) => (e.data as { id: string }).id)).toEqual(['a', 'x', 'b']);
+  });
+
   it('does not retry other errors', async () => {
     const raced = racedBy(0);
     const handler = new CommandHandler(raced.store);

@@ -113,6 +113,18 @@ describe('sqlite event store on a file', () => {
     await subscription.stop();
   });
 
+  it("sees another process's commit at once when asked for the head, and hands it to live subscriptions without waiting for the poll", async () => {
+    const filename = newFile();
+    const a = openStore(filename, { pollIntervalMs: 3_600_000 });
+    const b = openStore(filename, { pollIntervalMs: 3_600_000 });
+    expect(await a.headPosition()).toBe(-1);
+    const seen: number[] = [];
+    a.subscribeToAll((events) => void seen.push(...events.map((e) => e.position)));
+    const { position } = await b.appendToStream('other-1', [{ type: 'Made', data: {} }], { expectedRevision: 'no_stream' });
+    expect(await a.headPosition()).toBe(position);
+    await vi.waitFor(() => expect(seen).toEqual([position]), { timeout: 2_000, interval: 5 });
+  });
+
   it("hands every event once, in order, when its own commits and another process's interleave with the poll", async () => {
     // Services sharing one file: each process's subscriptions get their own commits at once and the others'
     // by polling. A poll that runs after our commit but before its answer reaches us reads our events too;

@@ -7,4 +7,5 @@ export { exponentialBackoff, type EventErrorHandler, type RetryDelay } from './r
 export { ensureEventsStream, startOutboxRelay, type OutboxRelayOptions } from './outbox-relay';
 export { EventStoreEventBus, type EventStoreEventBusOptions } from './eventstore-bus';
 export { JetStreamEventBus, type JetStreamEventBusOptions } from './jetstream-bus';
+export { natsPresence, ReplicaNameInUseError, type NatsPresence } from './presence';
 export { MessageTracingInterceptor, traceServiceClient } from './tracing';

@@ -87,6 +87,39 @@ export class JetStreamEventBus implements DurableEventBus {
     };
   }
 
+  /**
+   * Every event of `filter` published from now on, in the stream's order, to this process alone: an ordered
+   * consumer (not shared with replicas, nothing acknowledged, recreated by the client after a gap). For what
+   * each replica must see whole and in one order (the webhook event feed), where `consume` shares its
+   * messages among replicas.
+   */
+  async follow(filter: EventFilter, handler: (event: StoredEvent) => void): Promise<Subscription> {
+    const js = (await jetstreamManager(this.nc)).jetstream();
+    const consumer = await js.consumers.get(this.names.eventsStream, {
+      // One subject for every server version (several need 2.10); the types are picked here.
+      filter_subjects: this.names.eventSubject(filter.service, '>'),
+      deliver_policy: DeliverPolicy.New,
+    });
+    const messages = await consumer.consume();
+    const types = new Set(filter.types);
+    const processing = (async () => {
+      for await (const msg of messages) {
+        try {
+          const event = msg.json<StoredEvent>();
+          if (types.has(event.type)) handler(event);
+        } catch (error) {
+          this.logger.error(`Dropping unusable message on ${msg.subject}: ${String(error)}`);
+        }
+      }
+    })().catch((error: unknown) => this.logger.error(`Following ${filter.service} events stopped: ${String(error)}`));
+    return {
+      stop: async () => {
+        await messages.close();
+        await processing;
+      },
+    };
+  }
+
   private async upsertConsumer(jsm: JetStreamManager, name: string, filter: EventFilter): Promise<void> {
     const subjects = filter.types.map((type) => this.names.eventSubject(filter.service, type));
     const config: Partial<ConsumerUpdateConfig> = {

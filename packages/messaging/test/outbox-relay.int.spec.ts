@@ -192,4 +192,25 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
     await consume(new JetStreamEventBus(nc), ['VideoQueued', 'VideoCompleted'], async (event) => void received.push(event));
     await vi.waitFor(() => expect(received.map((e) => `${e.streamName}/${e.type}`)).toEqual(['video-v1/VideoQueued', 'video-v1/VideoCompleted']));
   });
+
+  it('hands each follower every event from now on, in the stream order, while a shared consumer splits them', async () => {
+    const { service, consume } = fixture();
+    const publish = (n: number, type = 'VideoCompleted') =>
+      js.publish(eventSubject(service, type), JSON.stringify({ id: `e${n}`, type, position: n, data: {}, metadata: {}, streamName: 'video-1', revision: n, created: n }), {
+        msgID: `${service}-e${n}`,
+      });
+    await publish(0);
+    const followers: number[][] = [[], []];
+    for (const seen of followers) {
+      const subscription = await new JetStreamEventBus(nc).follow({ service, types: ['VideoCompleted'] }, (e) => void seen.push(e.position));
+      cleanups.push(() => subscription.stop());
+    }
+    const shared: number[][] = [[], []];
+    for (const seen of shared) await consume(new JetStreamEventBus(nc), ['VideoCompleted'], async (e) => void seen.push(e.position));
+    for (let n = 1; n <= 30; n++) await publish(n, n % 5 === 0 ? 'VideoProgressed' : 'VideoCompleted');
+    const expected = Array.from({ length: 30 }, (_, i) => i + 1).filter((n) => n % 5 !== 0);
+    await vi.waitFor(() => expect(followers).toEqual([expected, expected]), { timeout: 10_000, interval: 20 });
+    // Replicas of a durable consumer share its messages: each has some, together all (the one before, too).
+    await vi.waitFor(() => expect([...shared[0]!, ...shared[1]!].sort((a, b) => a - b)).toEqual([0, ...expected]), { timeout: 10_000, interval: 20 });
+  });
 });

@@ -33,3 +33,19 @@ export async function pageAfter<T extends Document>(
   });
   return { data: rows.slice(0, page.limit), has_more: rows.length > page.limit };
 }
+
+/**
+ * The distinct string values of `field` among the documents matching `filter`, in order: one index seek per
+ * value (a loose index scan), however many documents share each. Declare an index on the filter's equality
+ * fields followed by `field`. Documents without the field are not counted.
+ */
+export async function distinctValues<T extends Document>(collection: Collection<T>, field: string, filter: Filter = {}): Promise<string[]> {
+  const values: string[] = [];
+  for (;;) {
+    const last = values.at(-1);
+    const [next] = await collection.find({ ...filter, [field]: { $gt: last ?? '' } }, { sort: { [field]: 1 }, limit: 1 });
+    const value = next?.[field];
+    if (typeof value !== 'string') return values;
+    values.push(value);
+  }
+}

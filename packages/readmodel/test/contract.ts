@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Document, ReadModelStore } from '../src/port';
 import { type Projection, ProjectionRunner } from '../src/projection';
 import { UnsupportedQueryError } from '../src/query';
+import { distinctValues } from '../src/pagination';
 
 interface Video extends Document {
   org: string;
@@ -210,6 +211,19 @@ export function readModelContract(
         expect(order(await collection.find({}, { sort: { created: 1, _id: 1 }, after: [2, 'b'] }))).toEqual(['c', 'e', 'd']);
         expect(order(await collection.find({}, { sort: { created: -1, _id: 1 }, after: [2, 'c'] }))).toEqual(['e', 'a']);
       });
+    });
+
+    it('lists the distinct values of a field within a filter, one index seek each', async () => {
+      const v = await videos([['open', 'org']]);
+      await v.write([
+        video('a', 1, { org: 'org_2', open: true }),
+        video('b', 2, { org: 'org_1', open: true }),
+        video('c', 3, { org: 'org_2', open: true }),
+        video('d', 4, { org: 'org_3', open: false }),
+        video('e', 5, { org: 'org_1', open: true }),
+      ]);
+      expect(await distinctValues(v.collection, 'org', { open: true })).toEqual(['org_1', 'org_2']);
+      expect(await distinctValues(v.collection, 'org', { open: false })).toEqual(['org_3']);
     });
 
     describe('projection writes', () => {

@@ -1,8 +1,12 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { SqliteEventStore } from '@oc/eventstore';
 import type { Document, ProjectionCommit } from '../src/port';
 import { SqliteReadModelStore } from '../src/sqlite';
-import { documentProjection, ProjectionRunner, type Projection, readYourWrites } from '../src/projection';
+import { documentProjection, ProjectionRunner, type Projection, readLatest, readYourWrites } from '../src/projection';
 
 interface Cart extends Document {
   items: string[];
@@ -46,6 +50,9 @@ function deferred() {
   const promise = new Promise<void>((r) => (resolve = r));
   return { promise, resolve };
 }
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
 const runners: ProjectionRunner[] = [];
 const eventStores: SqliteEventStore[] = [];
@@ -317,6 +324,30 @@ describe('ProjectionRunner', () => {
 
     release.resolve();
     expect(await query).toEqual({ _id: 'c1', items: [] });
+  });
+
+  it("lets a query see another replica's write, which its own event store only hears of by polling", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'oc-readlatest-'));
+    dirs.push(dir);
+    const filename = join(dir, `${randomUUID()}.db`);
+    // Two replicas on one log: neither polls on its own within the test (an hour), so only the query's
+    // look at the head can bring the other's append to light.
+    const mine = new SqliteEventStore({ filename, pollIntervalMs: 3_600_000 });
+    const theirs = new SqliteEventStore({ filename, pollIntervalMs: 3_600_000 });
+    eventStores.push(mine, theirs);
+    const { runner, readModels } = given([carts], { eventStore: mine });
+    await runner.start();
+    const latest = readLatest(readModels, runner, mine).collection('carts');
+    expect(await latest.findOne({ _id: 'c1' })).toBeNull();
+
+    await theirs.appendToStream('cart-c1', [{ type: 'CartOpened', data: { cartId: 'c1' } }], { expectedRevision: 'no_stream' });
+
+    expect(await latest.findOne({ _id: 'c1' })).toEqual({ _id: 'c1', items: [] });
+    // readYourWrites waits only for this process's own appends: it answers from the stale read model.
+    const own = readYourWrites(readModels, runner, { lastAppended: -1 }).collection('carts');
+    await theirs.appendToStream('cart-c2', [{ type: 'CartOpened', data: { cartId: 'c2' } }], { expectedRevision: 'no_stream' });
+    expect(await own.findOne({ _id: 'c2' })).toBeNull();
+    expect(await latest.findOne({ _id: 'c2' })).toEqual({ _id: 'c2', items: [] });
   });
 
   it('commits what it applied shortly after, even when no query waits for it', async () => {

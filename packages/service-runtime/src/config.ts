@@ -17,6 +17,13 @@ export const serviceProcessConfig = (service: OwningService) =>
      */
     EVENTSTORE_FILE: z.string().min(1).optional(),
     MONGO_URL: z.string().optional(),
+    /**
+     * The SQLite read models when MONGO_URL is unset; `$DATA_DIR/read-models.sqlite` by default. Each replica
+     * projects the shared log into a file of its own.
+     */
+    READMODEL_FILE: z.string().min(1).optional(),
+    /** This replica's name among the service's running replicas; the host name by default. */
+    REPLICA_ID: z.string().min(1).max(200).optional().describe('a name no other running replica of the service uses'),
     LOG_LEVEL: LogLevelSchema,
     /** Where the process answers /healthz and /readyz (containers set it); unset, it opens no port. */
     HEALTH_PORT: z.coerce.number().int().min(1).max(65_535).optional().describe('a TCP port, 1 to 65535'),

@@ -1,16 +1,19 @@
 import 'reflect-metadata';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { natsNames, type OwningService, ownsStream } from '@oc/contracts';
+import { natsNames, type OwningService, ownsStream, type Replicas } from '@oc/contracts';
 import { type CheckpointStore, type EventStore, ensurePrivateDir, privateFiles, traceEventStore } from '@oc/eventstore';
 import { openEventStores } from '@oc/eventstore/open';
 import {
   ensureEventsStream,
   MessageTracingInterceptor,
+  natsPresence,
   natsServerStrategy,
   NatsServiceClient,
+  ReplicaNameInUseError,
   type ServiceClient,
   startOutboxRelay,
   traceServiceClient,
@@ -31,6 +34,8 @@ export interface ServiceInfrastructure {
   client: ServiceClient;
   nc: NatsConnection;
   logger: Logger;
+  /** This replica's name, and whether another replica is gone (NATS presence). */
+  replicas: Replicas;
 }
 
 /** A readiness check that hangs (NATS reconnecting) counts as not ready. */
@@ -49,6 +54,8 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
   service: OwningService;
   version: string;
   config: ServiceProcessConfig;
+  /** The replica's name when the service has a variable of its own for it (CHAT_REPLICA_ID). */
+  replicaId?: string | undefined;
   telemetry: Telemetry;
   create(infrastructure: ServiceInfrastructure): Promise<S>;
 }): Promise<void> {
@@ -59,9 +66,16 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
   const stores = openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: config.EVENTSTORE_FILE ?? join(config.DATA_DIR, 'events.sqlite') });
   const readModels = config.MONGO_URL
     ? await MongoReadModelStore.connect(config.MONGO_URL, `oc_${service}`)
-    : new SqliteReadModelStore({ filename: join(config.DATA_DIR, 'read-models.sqlite') });
+    : new SqliteReadModelStore({ filename: config.READMODEL_FILE ?? join(config.DATA_DIR, 'read-models.sqlite') });
   const nats = new NatsServiceClient({ servers: config.NATS_URL, prefix: config.NATS_PREFIX });
   const nc = await nats.connection();
+  const self = options.replicaId ?? config.REPLICA_ID ?? hostname();
+  const replicas = await natsPresence(nc, { service, self, prefix: config.NATS_PREFIX }).catch((error: unknown) => {
+    if (!(error instanceof ReplicaNameInUseError)) throw error;
+    // A configuration problem like any other: two processes under one name would settle each other's work.
+    process.stderr.write(`Invalid configuration: REPLICA_ID: ${error.message}\n`);
+    process.exit(78);
+  });
   await ensureEventsStream(await jetstreamManager(nc), config.NATS_PREFIX);
   const relay = await startOutboxRelay({
     service,
@@ -82,6 +96,7 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
     client: traced ? traceServiceClient(nats, { system: 'nats', destination: natsNames(config.NATS_PREFIX).subject }) : nats,
     nc,
     logger,
+    replicas,
   });
   const app = await NestFactory.createMicroservice(instance.module, {
     strategy: natsServerStrategy({ servers: config.NATS_URL, queue: service, prefix: config.NATS_PREFIX }),
@@ -96,12 +111,13 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
       : await serveProbes(config.HEALTH_PORT, config.HEALTH_HOST, () =>
           within(2_000, Promise.all([nats.ping(), stores.store.ping(), readModels.ping()])).then(() => undefined),
         );
-  logger.info({ health_port: config.HEALTH_PORT }, `${service} listening on NATS`);
+  logger.info({ health_port: config.HEALTH_PORT, replica: self }, `${service} listening on NATS`);
 
   const shutdown = async () => {
     probes?.close();
     await app.close();
     await instance.close();
+    await replicas.stop();
     await relay.stop();
     await nats.close();
     await stores.close();

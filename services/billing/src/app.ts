@@ -1,7 +1,7 @@
-import { type Clock, type IdSource, repeatByClock } from '@oc/contracts';
+import { type Clock, type IdSource, type Replicas, repeatByClock } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
-import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readYourWrites } from '@oc/readmodel';
+import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { billingReadModels } from './projections';
@@ -20,6 +20,8 @@ export interface BillingRuntime {
   ids: IdSource;
   logger: Logger;
   keyBytes?: () => Buffer;
+  /** Replicas of billing on the same event store (its own process); alone when absent. */
+  replicas?: Replicas;
 }
 
 /** How often expired reservations are looked for (by the injected clock). */
@@ -49,11 +51,12 @@ export async function createBilling(runtime: BillingRuntime) {
     onError: (err) => runtime.logger.error({ err }, 'billing projection stopped'),
   });
   await projections.start();
-  const commands = new CommandHandler(runtime.eventStore);
+  const shared = runtime.replicas?.shared ?? false;
+  const commands = new CommandHandler(runtime.eventStore, { otherWriters: shared });
   const service = new BillingService({
     eventStore: runtime.eventStore,
     commands,
-    readModels: readYourWrites(runtime.readModels, projections, commands),
+    readModels: shared ? readLatest(runtime.readModels, projections, runtime.eventStore) : readYourWrites(runtime.readModels, projections, commands),
     notifier: broadcastNotifier(runtime.client),
     clock: runtime.clock,
     ids: runtime.ids,

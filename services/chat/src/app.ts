@@ -1,7 +1,7 @@
-import { type Clock, type IdSource, repeatByClock, Subjects } from '@oc/contracts';
+import { type Clock, type IdSource, type Replicas, repeatByClock, Subjects } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
-import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readYourWrites } from '@oc/readmodel';
+import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
 import { telemetryEnabled } from '@oc/telemetry';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
@@ -35,6 +35,11 @@ export interface ChatRuntime {
   lifecycle: CompletionLifecycle;
   /** The simulator's pause between streamed words. */
   simulatorWordDelayMs: number;
+  /**
+   * Replicas of chat on the same event store (its own process): the completions a gone replica left open
+   * are settled at the next sweep. Absent, this process is alone (`lifecycle.replica` names it).
+   */
+  replicas?: Replicas;
 }
 
 /** How often completions left open by a crash are looked for (by the injected clock). */
@@ -74,11 +79,12 @@ export async function createChat(runtime: ChatRuntime) {
   const simulator = traced ? traceChatProvider(simulatorProvider, { provider: 'oc.simulator', model: 'chat-2', tokenizer: gptTokenizer }) : simulatorProvider;
   const provider: ChatProvider =
     !traced ? live : runtime.upstream.kind === 'openai' ? traceChatProvider(live, { provider: 'openai', model: runtime.upstream.model, tokenizer: gptTokenizer }) : simulator;
-  const commands = new CommandHandler(runtime.eventStore);
+  const shared = runtime.replicas?.shared ?? false;
+  const commands = new CommandHandler(runtime.eventStore, { otherWriters: shared });
   const service = new ChatService({
     eventStore: runtime.eventStore,
     commands,
-    readModels: readYourWrites(runtime.readModels, projections, commands),
+    readModels: shared ? readLatest(runtime.readModels, projections, runtime.eventStore) : readYourWrites(runtime.readModels, projections, commands),
     provider,
     simulator,
     tokenizer: gptTokenizer,
@@ -87,7 +93,8 @@ export async function createChat(runtime: ChatRuntime) {
     clock: runtime.clock,
     ids: runtime.ids,
     pricing: runtime.pricing,
-    lifecycle: runtime.lifecycle,
+    lifecycle: runtime.replicas ? { ...runtime.lifecycle, replica: runtime.replicas.self } : runtime.lifecycle,
+    ...(runtime.replicas ? { replicas: runtime.replicas } : {}),
     logger: runtime.logger,
   });
   const cancels = await runtime.client.onBroadcast(Subjects.chat.cancelStream, onCancelStream(service, runtime.logger));

@@ -19,8 +19,11 @@ export const ChatConfigSchema = z.object({
   CHAT_CONTEXT_TOKENS: z.coerce.number().int().positive().default(128_000),
   CHAT_SIMULATOR_WORD_DELAY_MS: z.coerce.number().int().nonnegative().default(30),
   CHAT_COMPLETION_DEADLINE_MS: z.coerce.number().int().positive().default(10 * 60_000),
-  /** Must stay the same across restarts of one replica and differ between replicas (a StatefulSet's pod name). */
-  CHAT_REPLICA_ID: z.string().min(1).default(hostname()),
+  /**
+   * Must differ between running replicas; the host name by default (in the chat process: REPLICA_ID, then the
+   * host name). Kept across restarts (a StatefulSet's pod name), a restarted replica settles what it left open.
+   */
+  CHAT_REPLICA_ID: z.string().min(1).optional(),
 });
 export type ChatConfig = z.infer<typeof ChatConfigSchema>;
 
@@ -46,7 +49,7 @@ export function chatSettings(config: ChatConfig): {
       defaultMaxTokens: config.CHAT_DEFAULT_MAX_TOKENS,
       contextTokens: config.CHAT_CONTEXT_TOKENS,
     },
-    lifecycle: { replica: config.CHAT_REPLICA_ID, deadlineMs: config.CHAT_COMPLETION_DEADLINE_MS },
+    lifecycle: { replica: config.CHAT_REPLICA_ID ?? hostname(), deadlineMs: config.CHAT_COMPLETION_DEADLINE_MS },
     simulatorWordDelayMs: config.CHAT_SIMULATOR_WORD_DELAY_MS,
   };
 }

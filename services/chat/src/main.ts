@@ -14,6 +14,7 @@ await runServiceProcess({
   version: pkg.version,
   config,
   telemetry,
-  create: ({ eventStore, readModels, client, logger }) =>
-    createChat({ eventStore, readModels, client, clock: systemClock, ids: sortableIds, logger, ...chatSettings(config) }),
+  replicaId: config.CHAT_REPLICA_ID ?? config.REPLICA_ID,
+  create: ({ eventStore, readModels, client, logger, replicas }) =>
+    createChat({ eventStore, readModels, client, clock: systemClock, ids: sortableIds, logger, replicas, ...chatSettings(config) }),
 });

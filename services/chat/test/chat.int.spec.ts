@@ -48,7 +48,7 @@ describe('chat service', () => {
   const DEADLINE_MS = 60_000;
 
   /** A replica of the chat service on the shared stores. */
-  const replica = (name: string, contextTokens = 128_000) => {
+  const replica = (name: string, contextTokens = 128_000, gone?: ReadonlySet<string>) => {
     const commands = new CommandHandler(stores.store);
     return new ChatService({
       eventStore: stores.store,
@@ -76,6 +76,7 @@ describe('chat service', () => {
       ids: sortableIds,
       pricing: { microsPer1kTokens: 80_000, defaultMaxTokens: 256, contextTokens },
       lifecycle: { replica: name, deadlineMs: DEADLINE_MS },
+      ...(gone ? { replicas: { self: name, shared: true, isGone: async (other: string) => other !== name && gone.has(other) } } : {}),
       logger: createLogger({ service: 'chat-test', level: 'silent' }),
     });
   };
@@ -253,5 +254,24 @@ describe('chat service', () => {
     expect(funds.at(-1)).toEqual(['release', 'org_1', elsewhere.id]);
     expect(await openCompletions()).toEqual([]);
     await other.close();
+  });
+
+  it('with replicas, settles at once what a gone replica left open, and leaves a live replica\'s alone', async () => {
+    await start();
+    const gone = new Set<string>();
+    chat = replica('chat-a', 128_000, gone);
+    provider.hangAfter = 2;
+    const running = (await ask('Hello', { stream_to: 'chat.streams.s1' })) as { id: string };
+    await vi.waitFor(() => expect(frames.filter((f) => f.kind === 'data')).toHaveLength(3));
+    const survivor = replica('chat-b', 128_000, gone);
+    expect(await survivor.settleAbandoned()).toBe(0);
+    expect(await openCompletions()).toEqual([running.id]);
+
+    // chat-a's process is killed: chat-b does not wait for the deadline.
+    gone.add('chat-a');
+    expect(await survivor.settleAbandoned()).toBe(1);
+    expect(funds.at(-1)).toEqual(['release', 'org_1', running.id]);
+    expect(await openCompletions()).toEqual([]);
+    await survivor.close();
   });
 });

@@ -4,7 +4,7 @@ import { NatsServiceClient, traceServiceClient } from '@oc/messaging';
 import { createLogger } from '@oc/telemetry';
 import { Redis } from 'ioredis';
 import pkg from '../package.json' with { type: 'json' };
-import { RateLimits } from './application/rate-limits';
+import { RateLimits, redisReady } from './application/rate-limits';
 import { createGateway } from './gateway';
 import { gatewayProcessConfig } from './process-config';
 
@@ -15,6 +15,7 @@ const logger = createLogger({ service: 'gateway', level: config.LOG_LEVEL });
 const nats = new NatsServiceClient({ servers: config.NATS_URL, prefix: config.NATS_PREFIX });
 const services = telemetry.enabled ? traceServiceClient(nats, { system: 'nats', destination: natsNames(config.NATS_PREFIX).subject }) : nats;
 const redis = config.REDIS_URL ? new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
+if (redis && !(await redisReady(redis))) logger.warn('Redis is not reachable yet: until it is, this gateway counts rate limits in its own memory');
 
 const gateway = await createGateway({
   services,

@@ -194,6 +194,23 @@ describe('the event stream through the gateway', () => {
     await stream.cancel();
   });
 
+  it('writes each event once when every webhook replica broadcasts it, in the order they broadcast', async () => {
+    const stream = await open(acme);
+    await stream.event();
+    const first = emit(acme.orgId);
+    const second = emit(acme.orgId, 'video.failed');
+    // The other replica's copies, following its own feed of the same events in the same order.
+    broker.publish(eventStreamSubject(acme.orgId), { org_id: acme.orgId, event: first });
+    broker.publish(eventStreamSubject(acme.orgId), { org_id: acme.orgId, event: second });
+    const third = emit(acme.orgId);
+    broker.publish(eventStreamSubject(acme.orgId), { org_id: acme.orgId, event: third });
+    const ids = [(await stream.event())!.id, (await stream.event())!.id, (await stream.event())!.id];
+    expect(ids).toEqual([first.id, second.id, third.id]);
+    const fourth = emit(acme.orgId);
+    expect((await stream.event())!.id).toBe(fourth.id);
+    await stream.cancel();
+  });
+
   it('sends only the types asked for, and refuses an unknown type or a malformed Last-Event-ID with 400', async () => {
     const stream = await open(acme, { query: '?events=video.failed' });
     await stream.event();

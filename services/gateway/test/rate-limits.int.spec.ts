@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { RateLimits } from '../src/application/rate-limits';
+import { RateLimits, redisReady } from '../src/application/rate-limits';
 import type { LimitWindow } from '../src/domain/limits';
 
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -67,5 +67,22 @@ describe.skipIf(!redisUp)('rate limits across gateways', () => {
     await a.consume([window('key_minute', 2, subject)]);
     await b.consume([window('key_minute', 2, subject)]);
     expect((await a.consume([window('key_minute', 2, subject)])).allowed).toBe(false);
+  });
+
+  it('lets exactly the limit through when two gateways, each on its own connection, share a burst', async () => {
+    const subject = unique();
+    // Each gateway as it starts: a connection of its own, counting only once Redis is ready.
+    const connections = [0, 1].map(() => new Redis(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false }));
+    try {
+      expect(await Promise.all(connections.map((c) => redisReady(c)))).toEqual([true, true]);
+      const gateways = connections.map((c) => RateLimits.redis(c));
+      const outcomes = await Promise.all(
+        Array.from({ length: 300 }, (_, i) => gateways[i % 2]!.consume([window('key_minute', 100, subject), window('org_minute', 2_000, `${subject}-org`)])),
+      );
+      expect(outcomes.filter((o) => o.allowed)).toHaveLength(100);
+      expect(outcomes.filter((o) => !o.allowed).every((o) => !o.allowed && o.window === 'key_minute')).toBe(true);
+    } finally {
+      for (const c of connections) c.disconnect();
+    }
   });
 });

@@ -3,7 +3,7 @@ import 'reflect-metadata';
 import type { AddressInfo } from 'node:net';
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { clockFromShared, type ShareableClock } from '@oc/contracts';
-import { createGateway, RateLimits } from '@oc/gateway';
+import { createGateway, RateLimits, redisReady } from '@oc/gateway';
 import { ThreadServiceClient, traceServiceClient } from '@oc/messaging';
 import { createLogger } from '@oc/telemetry';
 import type { StandaloneConfig } from './config';
@@ -34,6 +34,7 @@ async function run(data: GatewayThreadData) {
   const redis = config.REDIS_URL
     ? new (await import('ioredis')).Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
     : undefined;
+  if (redis && !(await redisReady(redis))) logger.warn('Redis is not reachable yet: until it is, this gateway counts rate limits in its own memory');
   const gateway = await createGateway({
     services,
     limits: redis ? RateLimits.redis(redis) : RateLimits.inMemory(),

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { ManualClock, natsNames } from '@oc/contracts';
-import { vi } from 'vitest';
+import { expect, vi } from 'vitest';
 import { loadStandaloneConfig } from '../src/config';
 import { type Standalone, startStandalone } from '../src/standalone';
 
@@ -244,3 +244,131 @@ export const distributed = async (env: Record<string, string> = {}, options: { s
     },
   };
 };
+
+/** A deployment with several gateways and several replicas of every service. */
+export interface ReplicatedService extends RunningService {
+  /** Every gateway's base URL; `url` is the first. */
+  urls: string[];
+  /** What `pnpm start:distributed` printed so far (its processes' log lines are prefixed with their names). */
+  output(): string;
+  /** Kills one process (SIGKILL, no shutdown) and leaves it dead: its replicas carry on without it. */
+  kill(name: string): Promise<void>;
+}
+
+/** Two consecutive free ports, for two gateways. */
+async function freePorts(count: number): Promise<number> {
+  for (;;) {
+    const first = await freePort();
+    const free = await Promise.all(
+      Array.from({ length: count - 1 }, (_, i) =>
+        new Promise<boolean>((resolveFree) => {
+          const server = createServer();
+          server.once('error', () => resolveFree(false));
+          server.listen(first + i + 1, '127.0.0.1', () => server.close(() => resolveFree(true)));
+        }),
+      ),
+    );
+    if (free.every(Boolean)) return first;
+  }
+}
+
+/**
+ * `REPLICAS=n pnpm start:distributed`, run as the README says, on data of its own: n gateways (sharing rate
+ * limits through Redis when `redisUrl` is given) and n processes each of billing, chat, video and webhook over
+ * the real NATS server, all on one SQLite event store file, replicas of a service sharing its data directory
+ * and keeping read models of their own. `kill` finds a process by its REPLICA_ID.
+ */
+export async function replicated(env: Record<string, string> = {}, options: { replicas?: number; redisUrl?: string } = {}): Promise<ReplicatedService> {
+  const replicas = options.replicas ?? 2;
+  const dataDir = await mkdtemp(join(tmpdir(), 'oc-replicated-'));
+  const port = await freePorts(replicas);
+  const urls = Array.from({ length: replicas }, (_, i) => `http://127.0.0.1:${port + i}`);
+  const prefix = uniqueNatsPrefix();
+  let output = '';
+  let script: ChildProcess | undefined;
+  const start = async () => {
+    output = '';
+    // Over IPC: should the test process go away, the script stops its processes (see the script).
+    const child = spawn(process.execPath, [join(ROOT, 'scripts/start-distributed.mjs')], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        REPLICAS: String(replicas),
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATA_DIR: dataDir,
+        ADMIN_TOKEN,
+        NATS_URL: natsUrl(),
+        NATS_PREFIX: prefix,
+        KEY_USAGE_FLUSH_MS: '100',
+        LOG_LEVEL: 'warn',
+        // A durable consumer of its own, so another run's webhook processes on the same NATS never take its events.
+        WEBHOOK_CONSUMER: `webhook-deliveries-${dataDir.split('-').at(-1)}`,
+        ...(options.redisUrl ? { REDIS_URL: options.redisUrl } : {}),
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    });
+    script = child;
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk));
+    child.stderr!.on('data', (chunk: Buffer) => {
+      output += chunk;
+      process.stderr.write(chunk);
+    });
+    await vi.waitFor(
+      () => {
+        if (child.exitCode !== null) throw new Error(`start:distributed exited with ${child.exitCode}: ${output}`);
+        if (!/^OC API listening on/m.test(output)) throw new Error('not ready yet');
+      },
+      { timeout: 180_000, interval: 200 },
+    ).catch(async (error: unknown) => {
+      await stopProcess(child);
+      throw error;
+    });
+  };
+  await start();
+  const service: ReplicatedService = {
+    mode: 'distributed',
+    dataDir,
+    natsPrefix: prefix,
+    url: urls[0]!,
+    urls,
+    adminToken: ADMIN_TOKEN,
+    output: () => output,
+    async restart() {
+      await stopProcess(script!);
+      await start();
+    },
+    async kill(name) {
+      const pid = await replicaPid(dataDir, name);
+      if (pid === undefined) throw new Error(`no process ${name}`);
+      process.kill(pid, 'SIGKILL');
+      await vi.waitFor(() => expect(output).toContain(`[start:distributed] ${name} stopped (SIGKILL)`), { timeout: 10_000, interval: 20 });
+    },
+    async crash(name) {
+      await service.kill(name);
+    },
+    async stop() {
+      await stopProcess(script!);
+      await deleteEventsStream(prefix);
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+  return service;
+}
+
+/** The process of this run (its DATA_DIR) running as `replica` (`video-1`): read from /proc (Linux). */
+async function replicaPid(dataDir: string, replica: string): Promise<number | undefined> {
+  const { readdir, readFile } = await import('node:fs/promises');
+  const service = replica.replace(/-\d+$/, '');
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const environ = (await readFile(`/proc/${entry}/environ`, 'utf8')).split('\0');
+      if (environ.includes(`REPLICA_ID=${replica}`) && environ.includes(`DATA_DIR=${join(dataDir, service)}`)) return Number(entry);
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  return undefined;
+}

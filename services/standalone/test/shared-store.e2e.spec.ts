@@ -84,6 +84,14 @@ describe.skipIf(!(await natsReachable()))('every service process on one shared e
       expect(hook.status).toBe(200);
     });
 
+    // A create under an Idempotency-Key: its claim is a stream of the video service's own (`videokey`).
+    const keyed = await fetch(`${service.url}/v1/videos`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': 'shared-store-1' },
+      body: JSON.stringify({ model: 'video-2', prompt: 'A lighthouse asked for once', seconds: '4', size: '1280x720' }),
+    });
+    expect(keyed.status).toBe(200);
+
     // Chat, billing, video and webhook events interleave in the one log while the videos run.
     const chats = chat(key, 'How do I start a community garden?');
     const completed = await createVideo(key, 'A paper boat drifting down a rainy street');

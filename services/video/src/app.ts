@@ -1,8 +1,9 @@
+import { hostname } from 'node:os';
 import { join } from 'node:path';
-import type { Clock, IdSource } from '@oc/contracts';
+import { aloneReplica, type Clock, type IdSource, type Replicas, repeatByClock } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
-import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readYourWrites } from '@oc/readmodel';
+import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
 import { telemetryEnabled } from '@oc/telemetry';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
@@ -36,7 +37,16 @@ export interface VideoRuntime {
   /** Temporary (upstream) files under `<dataDir>/upstream`, permanent ones under `<dataDir>/objects` unless S3 is configured. */
   dataDir: string;
   scheduler?: Scheduler;
+  /**
+   * Replicas of video on the same event store and storage (its own process): each runs the jobs of the
+   * videos it created and takes over those of a replica that is gone. Absent, this process is alone and
+   * runs every unfinished job.
+   */
+  replicas?: Replicas;
 }
+
+/** How often a replica looks for the jobs of replicas that are gone (by the injected clock). */
+export const TAKEOVER_SWEEP_MS = 5_000;
 
 @Module({})
 export class VideoModule {
@@ -122,8 +132,11 @@ export async function createVideo(runtime: VideoRuntime) {
   const scheduler = runtime.scheduler ?? new ClockScheduler(clock, (err, key) => logger.error({ err, key }, 'video task failed'));
   const temporary: FileStore = new LocalFileStore(join(runtime.dataDir, 'upstream'));
   const permanent = await objectStore(config, runtime.dataDir);
-  const commands = new CommandHandler(runtime.eventStore);
-  const readModels = readYourWrites(runtime.readModels, projections, commands);
+  const replicas = runtime.replicas ?? aloneReplica(hostname());
+  const commands = new CommandHandler(runtime.eventStore, { otherWriters: replicas.shared });
+  const readModels = replicas.shared
+    ? readLatest(runtime.readModels, projections, runtime.eventStore)
+    : readYourWrites(runtime.readModels, projections, commands);
   const billing = billingOver(runtime.client);
   const timings: JobTimings = {
     jobTimeoutMs: config.VIDEO_JOB_TIMEOUT_MS,
@@ -145,6 +158,7 @@ export async function createVideo(runtime: VideoRuntime) {
     clock,
     logger,
     timings,
+    replicas,
     temporaryUrl: (videoId) => `${base}/v1/videos/${videoId}/content/temporary`,
     permanentUrl: (video) =>
       config.VIDEO_PUBLIC_BASE_URL
@@ -162,20 +176,38 @@ export async function createVideo(runtime: VideoRuntime) {
     ids: runtime.ids,
     prices: config.VIDEO_PRICES,
     timings,
+    replicas,
     signPermanentUrl: permanentUrlSigner(config, permanent, clock),
     logger,
   });
   if (config.SIM_VIDEO_PRERENDER === '1') void renderer.prerender(undefined, (err) => logger.warn({ err }, 'rendering a clip ahead failed'));
+  let takeovers: { stop(): Promise<void> } | undefined;
   return {
     service,
     jobs,
     module: VideoModule.register(service, logger),
-    /** Unfinished jobs resume once billing can answer their settlements. */
-    listening: () => jobs.resume().then(
-      () => undefined,
-      (err: unknown) => logger.error({ err }, 'unfinished videos not resumed'),
-    ),
+    /**
+     * Unfinished jobs resume once billing can answer their settlements; with replicas, those of a replica
+     * that stops are taken over at the next sweep.
+     */
+    listening: () =>
+      jobs.resume().then(
+        () => {
+          if (!replicas.shared) return;
+          takeovers = repeatByClock(
+            clock,
+            TAKEOVER_SWEEP_MS,
+            async () => {
+              const taken = await jobs.takeOverFromGoneReplicas();
+              if (taken > 0) logger.warn({ taken }, 'video jobs of a stopped replica taken over');
+            },
+            (err) => logger.warn({ err }, 'looking for the jobs of stopped replicas failed; will retry'),
+          );
+        },
+        (err: unknown) => logger.error({ err }, 'unfinished videos not resumed'),
+      ),
     async close() {
+      await takeovers?.stop();
       await scheduler.close();
       await renderer.close();
       await projections.stop();

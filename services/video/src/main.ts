@@ -13,8 +13,9 @@ await runServiceProcess({
   version: pkg.version,
   config,
   telemetry,
-  create: ({ eventStore, readModels, client, logger }) =>
+  create: ({ eventStore, readModels, client, logger, replicas }) =>
     createVideo({
+      replicas,
       eventStore,
       readModels,
       client,

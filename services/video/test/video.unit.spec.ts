@@ -3,13 +3,16 @@ import { deciderSpec } from '@oc/eventstore/testing';
 import { describe, expect, it } from 'vitest';
 import { videoPriceMicros, DEFAULT_PRICES } from '../src/domain/pricing';
 import { violatesContentPolicy } from '../src/domain/content-policy';
-import { type VideoCommand, videoDecider } from '../src/domain/video';
-import type { VideoEvent } from '@oc/contracts';
+import { NotJobOwner, type VideoCommand, videoDecider } from '../src/domain/video';
+import { type ClaimIdempotencyKey, idempotencyKeyDecider, idempotencyKeyStream } from '../src/domain/idempotency';
+import type { VideoJobEvent as VideoEvent } from '../src/domain/video';
 
 const spec = deciderSpec(videoDecider);
 const key = { org_id: 'org_1', video_id: 'video_1' };
 const T0 = 1_767_225_600_000;
 const URL = 'http://api.test/v1/videos/video_1/content';
+/** The replica that creates and runs the video. */
+const R = 'video-a';
 
 const queue = (mode: 'live' | 'test' = 'live'): VideoCommand => ({
   type: 'RequestVideo',
@@ -25,6 +28,7 @@ const queue = (mode: 'live' | 'test' = 'live'): VideoCommand => ({
   idempotencyKey: null,
   requestHash: null,
   now: T0,
+  replica: R,
 });
 
 function history(...commands: VideoCommand[]): VideoEvent[] {
@@ -37,12 +41,13 @@ function history(...commands: VideoCommand[]): VideoEvent[] {
   return events;
 }
 
-const accept: VideoCommand = { type: 'AcceptVideo' };
-const start: VideoCommand = { type: 'StartGeneration', provider: 'simulator', upstreamId: 'sim_1', now: T0 + 10 };
-const progress = (p: number): VideoCommand => ({ type: 'ReportProgress', progress: p });
-const complete: VideoCommand = { type: 'CompleteGeneration', bytes: 1234, url: URL, now: T0 + 20_000 };
+const accept: VideoCommand = { type: 'AcceptVideo', replica: R };
+const start: VideoCommand = { type: 'StartGeneration', replica: R, provider: 'simulator', upstreamId: 'sim_1', now: T0 + 10 };
+const progress = (p: number): VideoCommand => ({ type: 'ReportProgress', replica: R, progress: p });
+const complete: VideoCommand = { type: 'CompleteGeneration', replica: R, bytes: 1234, url: URL, now: T0 + 20_000 };
 const fail = (code: 'timeout' | 'generation_failed' = 'generation_failed'): VideoCommand => ({
   type: 'FailGeneration',
+  replica: R,
   code,
   message: 'boom',
 });
@@ -66,12 +71,12 @@ describe('video decider', () => {
   });
 
   it('keeps a request billing refused invisible with nothing to settle, and releases an abandoned one', () => {
-    const refused = history(queue(), { type: 'RejectVideo', reason: 'insufficient_quota' });
-    expect(spec.given(refused).when({ type: 'RecordSettlement', outcome: 'refunded' })).toEqual({ events: [] });
+    const refused = history(queue(), { type: 'RejectVideo', replica: R, reason: 'insufficient_quota' });
+    expect(spec.given(refused).when({ type: 'RecordSettlement', replica: R, outcome: 'refunded' })).toEqual({ events: [] });
     expect(codeOf(spec.given(refused).when({ type: 'DeleteVideo', now: T0 }))).toBe('video_not_found');
     expect(codeOf(spec.given(refused).when(accept))).toBe('invalid_video_state');
-    const abandoned = history(queue(), { type: 'RejectVideo', reason: 'abandoned' });
-    expect(spec.given(abandoned).when({ type: 'RecordSettlement', outcome: 'refunded' })).toEqual({
+    const abandoned = history(queue(), { type: 'RejectVideo', replica: R, reason: 'abandoned' });
+    expect(spec.given(abandoned).when({ type: 'RecordSettlement', replica: R, outcome: 'refunded' })).toEqual({
       events: [{ type: 'VideoRefunded', data: { ...key, amount_micros: 400_000 } }],
     });
     expect(codeOf(spec.given(history(queue())).when(start))).toBe('video_not_found');
@@ -161,25 +166,25 @@ describe('video decider', () => {
 
   it('captures a completed live video once, releases a failed one once, and settles nothing for test keys', () => {
     const completed = history(queue(), accept, start, complete);
-    expect(spec.given(completed).when({ type: 'RecordSettlement', outcome: 'refunded' })).toEqual({ events: [] });
-    expect(spec.given(completed).when({ type: 'RecordSettlement', outcome: 'charged' })).toEqual({
+    expect(spec.given(completed).when({ type: 'RecordSettlement', replica: R, outcome: 'refunded' })).toEqual({ events: [] });
+    expect(spec.given(completed).when({ type: 'RecordSettlement', replica: R, outcome: 'charged' })).toEqual({
       events: [{ type: 'VideoCharged', data: { ...key, amount_micros: 400_000 } }],
     });
-    const charged = history(queue(), accept, start, complete, { type: 'RecordSettlement', outcome: 'charged' });
-    expect(spec.given(charged).when({ type: 'RecordSettlement', outcome: 'charged' })).toEqual({ events: [] });
+    const charged = history(queue(), accept, start, complete, { type: 'RecordSettlement', replica: R, outcome: 'charged' });
+    expect(spec.given(charged).when({ type: 'RecordSettlement', replica: R, outcome: 'charged' })).toEqual({ events: [] });
 
     const failed = history(queue(), accept, start, fail());
-    expect(spec.given(failed).when({ type: 'RecordSettlement', outcome: 'refunded' })).toEqual({
+    expect(spec.given(failed).when({ type: 'RecordSettlement', replica: R, outcome: 'refunded' })).toEqual({
       events: [{ type: 'VideoRefunded', data: { ...key, amount_micros: 400_000 } }],
     });
-    expect(spec.given(history(queue('test'), accept, start, complete)).when({ type: 'RecordSettlement', outcome: 'charged' })).toEqual({
+    expect(spec.given(history(queue('test'), accept, start, complete)).when({ type: 'RecordSettlement', replica: R, outcome: 'charged' })).toEqual({
       events: [],
     });
   });
 
   it('cancels a running video on delete: the reservation is still released, everything else is 404', () => {
     const deleted = history(queue(), accept, start, { type: 'DeleteVideo', now: T0 + 5 });
-    expect(spec.given(deleted).when({ type: 'RecordSettlement', outcome: 'refunded' })).toEqual({
+    expect(spec.given(deleted).when({ type: 'RecordSettlement', replica: R, outcome: 'refunded' })).toEqual({
       events: [{ type: 'VideoRefunded', data: { ...key, amount_micros: 400_000 } }],
     });
     expect(codeOf(spec.given(deleted).when(progress(50)))).toBe('video_not_found');
@@ -188,14 +193,82 @@ describe('video decider', () => {
 
   it('persists a completed video once, and not after it expired', () => {
     const completed = history(queue(), accept, start, complete);
-    const persist: VideoCommand = { type: 'PersistVideo', url: URL, now: T0 + 100 };
+    const persist: VideoCommand = { type: 'PersistVideo', replica: R, url: URL, now: T0 + 100 };
     expect(spec.given(completed).when(persist)).toEqual({
       events: [{ type: 'VideoPersisted', data: { ...key, persisted_at: T0 + 100, url: URL } }],
     });
     expect(spec.given(history(queue(), accept, start, complete, persist)).when(persist)).toEqual({ events: [] });
-    const expired = history(queue(), accept, start, complete, { type: 'ExpireVideo', now: T0 + 200 });
+    const expired = history(queue(), accept, start, complete, { type: 'ExpireVideo', replica: R, now: T0 + 200 });
     expect(spec.given(expired).when(persist)).toEqual({ events: [] });
     expect(spec.given(history(queue(), accept, start)).when(persist)).toEqual({ events: [] });
+  });
+
+  it('takes job steps only from the replica that runs the video, and hands the job over once', () => {
+    const running = history(queue(), accept, start);
+    const elsewhere = spec.given(running).when({ type: 'ReportProgress', replica: 'video-b', progress: 50 });
+    expect('error' in elsewhere && elsewhere.error).toBeInstanceOf(NotJobOwner);
+    // Anyone's client may delete it.
+    expect(spec.given(running).when({ type: 'DeleteVideo', now: T0 + 1 })).toEqual({ events: [{ type: 'VideoDeleted', data: { ...key, deleted_at: T0 + 1 } }] });
+
+    const takeover: VideoCommand = { type: 'TakeOverJob', replica: 'video-b', from: R };
+    expect(spec.given(running).when(takeover)).toEqual({
+      events: [{ type: 'VideoJobTakenOver', data: { ...key, replica: 'video-b', previous: R } }],
+    });
+    const taken = history(queue(), accept, start, takeover);
+    // A second replica that also saw the owner gone, deciding after the first: nothing.
+    expect(spec.given(taken).when({ type: 'TakeOverJob', replica: 'video-c', from: R })).toEqual({ events: [] });
+    expect(spec.given(taken).when({ type: 'ReportProgress', replica: 'video-b', progress: 50 })).toEqual({
+      events: [{ type: 'VideoProgressed', data: { ...key, progress: 50 } }],
+    });
+    const former = spec.given(taken).when({ type: 'ReportProgress', replica: R, progress: 60 });
+    expect('error' in former && former.error).toBeInstanceOf(NotJobOwner);
+  });
+
+  it('lets a replica take over a video written before replicas, which names no owner', () => {
+    const { replica: _, ...legacy } = (history(queue())[0] as Extract<VideoEvent, { type: 'VideoRequested' }>).data;
+    const old: VideoEvent[] = [{ type: 'VideoRequested', data: legacy }, { type: 'VideoQueued', data: key }];
+    const step = spec.given(old).when(start);
+    expect('error' in step && step.error).toBeInstanceOf(NotJobOwner);
+    expect(spec.given(old).when({ type: 'TakeOverJob', replica: R, from: null })).toEqual({
+      events: [{ type: 'VideoJobTakenOver', data: { ...key, replica: R, previous: null } }],
+    });
+  });
+});
+
+describe('Idempotency-Key claims', () => {
+  const keySpec = deciderSpec(idempotencyKeyDecider);
+  const claim = (videoId: string, overrides: Partial<ClaimIdempotencyKey> = {}): ClaimIdempotencyKey => ({
+    type: 'ClaimIdempotencyKey',
+    orgId: 'org_1',
+    videoId,
+    requestHash: 'hash-1',
+    now: T0,
+    windowMs: 86_400_000,
+    replacing: null,
+    ...overrides,
+  });
+  const claimed = (videoId: string, at = T0) => ({
+    type: 'VideoIdempotencyKeyClaimed' as const,
+    data: { org_id: 'org_1', video_id: videoId, request_hash: 'hash-1', claimed_at: at },
+  });
+
+  it('gives a key to the first request, and to nobody else for 24 hours', () => {
+    expect(keySpec.given([]).when(claim('video_1'))).toEqual({ events: [claimed('video_1')] });
+    expect(keySpec.given([claimed('video_1')]).when(claim('video_2', { now: T0 + 86_399_999 }))).toEqual({ events: [] });
+    expect(keySpec.given([claimed('video_1')]).when(claim('video_2', { now: T0 + 86_400_000 }))).toEqual({
+      events: [claimed('video_2', T0 + 86_400_000)],
+    });
+  });
+
+  it('passes a key on only in place of the video the caller saw refused', () => {
+    expect(keySpec.given([claimed('video_1')]).when(claim('video_2', { replacing: 'video_1' }))).toEqual({ events: [claimed('video_2')] });
+    expect(keySpec.given([claimed('video_1'), claimed('video_2')]).when(claim('video_3', { replacing: 'video_1' }))).toEqual({ events: [] });
+  });
+
+  it('names one stream per organization and key, whatever the key holds', () => {
+    expect(idempotencyKeyStream('org_1', 'k')).toMatch(/^videokey-[0-9a-f]{64}$/);
+    expect(idempotencyKeyStream('org_1', 'k')).not.toBe(idempotencyKeyStream('org_2', 'k'));
+    expect(idempotencyKeyStream('org_1', 'a\nb')).not.toBe(idempotencyKeyStream('org_1\na', 'b'));
   });
 });
 

@@ -1,7 +1,8 @@
-import { type Clock, type IdSource, VideoNotifications } from '@oc/contracts';
-import { causedBy, CommandHandler, type EventStore, type StoredEvent } from '@oc/eventstore';
+import { hostname } from 'node:os';
+import { aloneReplica, type Clock, type IdSource, type Replicas, repeatByClock, VideoNotifications } from '@oc/contracts';
+import { causedBy, CommandHandler, type EventStore, type StoredEvent, type Subscription } from '@oc/eventstore';
 import type { DurableEventBus, ServiceClient } from '@oc/messaging';
-import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readYourWrites } from '@oc/readmodel';
+import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { webhookReadModels } from './projections';
@@ -46,6 +47,12 @@ export interface WebhookRuntime {
   bus: DurableEventBus;
   /** Where the live feed of events goes: broadcasts to the gateways' event streams. */
   client: Pick<ServiceClient, 'broadcast'>;
+  /**
+   * Every video event from now on, in one order, to this process alone (JetStream: an ordered consumer of its
+   * own). Given, the event feed is filled from it, so that every replica holds and broadcasts every event in
+   * the same order; absent (one process), from the durable consumer's handler.
+   */
+  followVideoEvents?: (handler: (event: StoredEvent) => void) => Promise<Subscription>;
   /** Defaults to VIDEO_EVENTS_CONSUMER. */
   consumerName?: string;
   clock: Clock;
@@ -56,7 +63,15 @@ export interface WebhookRuntime {
   timers?: Timers;
   /** How registration resolves a URL's host name; DNS by default. */
   resolveHost?: ResolveHost;
+  /**
+   * Replicas of webhook on the same event store (its own process): each attempts the deliveries it
+   * scheduled and takes over those of a replica that is gone. Absent, this process is alone.
+   */
+  replicas?: Replicas;
 }
+
+/** How often a replica looks for the deliveries of replicas that are gone (by the injected clock). */
+export const TAKEOVER_SWEEP_MS = 5_000;
 
 @Module({})
 export class WebhookModule {
@@ -94,8 +109,11 @@ export async function createWebhook(runtime: WebhookRuntime) {
     ca: settings.ca,
   });
   const secrets = SecretBox.fromConfig(settings.secretKey);
-  const commands = new CommandHandler(runtime.eventStore);
-  const readModels = readYourWrites(runtime.readModels, projections, commands);
+  const replicas = runtime.replicas ?? aloneReplica(hostname());
+  const commands = new CommandHandler(runtime.eventStore, { otherWriters: replicas.shared });
+  const readModels = replicas.shared
+    ? readLatest(runtime.readModels, projections, runtime.eventStore)
+    : readYourWrites(runtime.readModels, projections, commands);
   const userAgent = `OC-Webhooks/${runtime.version}`;
   const policy: DeliveryPolicy = {
     retryDelaysMs: settings.retryDelaysMs,
@@ -114,6 +132,7 @@ export async function createWebhook(runtime: WebhookRuntime) {
     policy,
     logger,
     userAgent,
+    replicas,
   });
   const registration: RegistrationPolicy = {
     allowPlainHttp: settings.allowPrivate,
@@ -141,15 +160,31 @@ export async function createWebhook(runtime: WebhookRuntime) {
   const onVideoEvent = async (event: StoredEvent) => {
     const webhookEvent = webhookEventOf(event, logger);
     if (!webhookEvent) return;
-    feed.publish(webhookEvent);
+    if (!runtime.followVideoEvents) feed.publish(webhookEvent);
     // The deliveries continue the video event's causal chain (and, traced, its trace).
     await deliveries.deliver(webhookEvent, causedBy(event));
   };
+  // With replicas, the durable consumer hands each event to one of them: the feed follows every event itself.
+  const following = await runtime.followVideoEvents?.((event) => {
+    const webhookEvent = webhookEventOf(event, logger);
+    if (webhookEvent) feed.publish(webhookEvent);
+  });
   const consumer = await runtime.bus.consume(
     runtime.consumerName ?? VIDEO_EVENTS_CONSUMER,
     { service: 'video', types: Object.keys(VideoNotifications) },
     onVideoEvent,
   );
+  const takeovers = replicas.shared
+    ? repeatByClock(
+        runtime.clock,
+        TAKEOVER_SWEEP_MS,
+        async () => {
+          const taken = await deliveries.takeOverFromGoneReplicas();
+          if (taken > 0) logger.warn({ taken }, 'webhook deliveries of a stopped replica taken over');
+        },
+        (err) => logger.warn({ err }, 'looking for the deliveries of stopped replicas failed; will retry'),
+      )
+    : undefined;
   return {
     service,
     deliveries,
@@ -158,6 +193,8 @@ export async function createWebhook(runtime: WebhookRuntime) {
     projections,
     module: WebhookModule.register(service, logger),
     async close() {
+      await takeovers?.stop();
+      await following?.stop();
       await consumer.stop();
       await deliveries.stop();
       sender.close();

@@ -1,6 +1,6 @@
 import { telemetry } from './telemetry';
 import { join } from 'node:path';
-import { configFromEnv, sortableIds, systemClock } from '@oc/contracts';
+import { configFromEnv, sortableIds, systemClock, VideoNotifications } from '@oc/contracts';
 import { JetStreamEventBus } from '@oc/messaging';
 import { runServiceProcess } from '@oc/service-runtime';
 import pkg from '../package.json' with { type: 'json' };
@@ -21,11 +21,16 @@ await runServiceProcess({
   version: pkg.version,
   config,
   telemetry,
-  create: async ({ eventStore, readModels, client, nc, logger }) =>
-    createWebhook({
+  create: async ({ eventStore, readModels, client, nc, logger, replicas }) => {
+    // Turning a video event into deliveries takes milliseconds: an event its replica took to the grave goes
+    // to another replica after 15 s rather than the bus's default minute.
+    const bus = new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX, ackWaitMs: 15_000 });
+    return createWebhook({
+      replicas,
       eventStore,
       readModels,
-      bus: new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX }),
+      bus,
+      followVideoEvents: (handler) => bus.follow({ service: 'video', types: Object.keys(VideoNotifications) }, handler),
       client,
       consumerName: config.WEBHOOK_CONSUMER,
       clock: systemClock,
@@ -37,5 +42,6 @@ await runServiceProcess({
         await resolveSecretKey(join(config.DATA_DIR, 'webhook-secret-key'), config.WEBHOOK_SECRET_KEY),
       ),
       version: pkg.version,
-    }),
+    });
+  },
 });

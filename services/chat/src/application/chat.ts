@@ -9,6 +9,7 @@ import {
   type FinishReason,
   type IdSource,
   insufficientFunds,
+  type Replicas,
   type StoredChatMessage,
   type TextCompletion,
   toApiError,
@@ -16,7 +17,7 @@ import {
   type Usage,
 } from '@oc/contracts';
 import { aggregateStream, type CommandHandler, type EventStore } from '@oc/eventstore';
-import { pageAfter, type ReadModels } from '@oc/readmodel';
+import { distinctValues, pageAfter, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { conversationTokens, trimToContext } from '../domain/context';
 import { chargeMicros, costMicros, reservationRefusedMessage } from '../domain/pricing';
@@ -59,6 +60,8 @@ export interface ChatDeps {
   ids: IdSource;
   pricing: ChatPricing;
   lifecycle: CompletionLifecycle;
+  /** Other replicas on the same event store: the open completions of one that is gone are settled at once. */
+  replicas?: Replicas;
   logger: Logger;
 }
 
@@ -352,17 +355,22 @@ export class ChatService {
 
   /**
    * Settles the completions left open: those this process could not settle (billing was unreachable), this
-   * replica's own that it is not running (it was killed mid-way and started again), and any replica's still
-   * open a minute past their deadline (that replica never came back). Whatever billing still holds for them is released: output generated before the crash is not
-   * charged, since the client never got a finished answer it could rely on.
+   * replica's own that it is not running (it was killed mid-way and started again), those of a replica that
+   * is gone (its process stopped: another replica of a shared deployment settles them at once), and any
+   * replica's still open a minute past their deadline (that replica never came back). Whatever billing still
+   * holds for them is released: output generated before the crash is not charged, since the client never got
+   * a finished answer it could rely on.
    */
   async settleAbandoned(): Promise<number> {
     const overdue = this.deps.clock.now() - ABANDONED_AFTER_DEADLINE_MS;
-    const [mine, stale] = await Promise.all([
+    const [mine, stale, orphaned] = await Promise.all([
       this.openCompletions.find({ replica: this.deps.lifecycle.replica, deadline: { $lt: this.earlierProcessDeadline } }, { limit: SWEEP_LIMIT }),
       this.openCompletions.find({ deadline: { $lt: overdue } }, { sort: { deadline: 1 }, limit: SWEEP_LIMIT }),
+      this.ofGoneReplicas(),
     ]);
-    const abandoned = new Map([...mine, ...stale].filter((doc) => !this.running.has(doc._id)).map((doc) => [doc._id, doc.org_id]));
+    const abandoned = new Map(
+      [...mine, ...stale, ...orphaned].filter((doc) => !this.running.has(doc._id)).map((doc) => [doc._id, doc.org_id]),
+    );
     const work = [
       ...[...this.stranded].filter(([id]) => !abandoned.has(id)).map(([id, orgId]) => [id, orgId, 'released'] as const),
       ...[...abandoned].map(([id, orgId]) => [id, orgId, 'interrupted'] as const),
@@ -377,6 +385,18 @@ export class ChatService {
       }
     }
     return settled;
+  }
+
+  /** Open completions of replicas that have stopped (shared deployments only). */
+  private async ofGoneReplicas(): Promise<OpenCompletionDoc[]> {
+    const replicas = this.deps.replicas;
+    if (!replicas) return [];
+    const gone: OpenCompletionDoc[] = [];
+    for (const replica of await distinctValues(this.openCompletions, 'replica')) {
+      if (replica === replicas.self || !(await replicas.isGone(replica))) continue;
+      gone.push(...(await this.openCompletions.find({ replica }, { limit: SWEEP_LIMIT })));
+    }
+    return gone;
   }
 
   private charged(job: Job) {

@@ -120,3 +120,19 @@ export class RateLimits {
 }
 
 const prefix = (w: LimitWindow) => `${w.name}_${w.points}_${w.durationSeconds}`;
+
+/**
+ * Waits, a bounded time, for the Redis connection to be ready. Commands sent before it fail at once (no
+ * offline queue) and count in this gateway's own memory instead, so a gateway that answered before Redis was
+ * ready would let each gateway's first requests through on its own count. Whether Redis was ready in time.
+ */
+export async function redisReady(redis: Redis, timeoutMs = 5_000): Promise<boolean> {
+  if (redis.status === 'ready') return true;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const ready = await Promise.race([
+    new Promise<boolean>((resolve) => redis.once('ready', () => resolve(true))),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
+  ]);
+  clearTimeout(timer);
+  return ready;
+}

@@ -47,6 +47,8 @@ const DEFAULT_MAX_BUFFERED_BYTES = 1024 * 1024;
 export const DEFAULT_STREAMS_PER_ORGANIZATION = 10;
 /** Live events held while the replay is written; more than this and the listener is told to reconnect. */
 const MAX_QUEUED_DURING_REPLAY = 1_000;
+/** Copies of an event arrive together (one per webhook replica); this many recent ids catch them all. */
+const RECENTLY_WRITTEN = 1_024;
 /** What EventSource clients wait before reconnecting on their own. */
 const RETRY_MS = 3_000;
 /** A stream ended for being too slow gets this long to take its last bytes before the socket is cut. */
@@ -198,6 +200,8 @@ class Listener {
   private queue: WebhookEnvelope[] | undefined = [];
   /** Ids written by the replay, so that a live event that is also in the replay is written once. */
   private readonly replayedIds = new Set<string>();
+  /** The ids written last, oldest first: a copy of one of them (from another webhook replica) is dropped. */
+  private readonly written = new Set<string>();
   private grace: NodeJS.Timeout | undefined;
 
   constructor(
@@ -272,6 +276,10 @@ class Listener {
   }
 
   private event(envelope: WebhookEnvelope): void {
+    // Every webhook replica broadcasts every event (each from its own ordered feed): write each once.
+    if (this.written.has(envelope.id)) return;
+    this.written.add(envelope.id);
+    if (this.written.size > RECENTLY_WRITTEN) this.written.delete(this.written.values().next().value!);
     this.write(`id: ${envelope.id}\nevent: ${envelope.type}\ndata: ${JSON.stringify(envelope)}\n\n`);
   }
 

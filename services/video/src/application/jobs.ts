@@ -1,9 +1,9 @@
-import { ApiError, type Clock, type VideoFailureCode } from '@oc/contracts';
+import { ApiError, type Clock, type Replicas, type VideoFailureCode } from '@oc/contracts';
 import { causedBy, type CommandHandler, type EventStore } from '@oc/eventstore';
 import { inSpan } from '@oc/telemetry';
-import type { ReadModels } from '@oc/readmodel';
+import { distinctValues, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
-import { type ActiveVideo, settlementDue, type VideoCommand, videoDecider, type VideoState, videoStream } from '../domain/video';
+import { type ActiveVideo, NotJobOwner, settlementDue, type VideoCommand, videoDecider, type VideoState, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
 import type { Billing, FileStore, GeneratedVideo, GenerationJob, Renderer, Scheduler, VideoProvider } from './ports';
 import { recordVideoEvents } from './telemetry';
@@ -33,6 +33,8 @@ export interface JobDeps {
   clock: Clock;
   logger: Logger;
   timings: JobTimings;
+  /** This replica's name (it runs the jobs it owns), and which of the others are gone. */
+  replicas: Replicas;
   /** The `url` of a completed video, until it is persisted: its temporary URL. */
   temporaryUrl(videoId: string): string;
   /** The `url` recorded at persistence: the CDN over the permanent store, or the permanent content path. */
@@ -46,11 +48,17 @@ const RESUME_PAGE = 500;
 /** A create still unfinished this long after it began has died (its bus request timed out long before). */
 export const ABANDONED_CREATE_MS = 60_000;
 
+/** A job command without the replica that makes it (this one). */
+type JobCommand = VideoCommand extends infer C ? (C extends { replica: string } ? Omit<C, 'replica'> : never) : never;
+
 /**
  * Drives every unfinished video from its stream: generation, settlement of its reservation, then the
  * storage lifecycle. Each step loads the stream, does what is due now, appends what happened and schedules
  * the next, so a restart simply resumes from the stream; billing calls are idempotent on the video id,
- * so a step repeated after a crash never charges or refunds twice.
+ * so a step repeated after a crash never charges or refunds twice. A video's job runs on one replica, the
+ * one its stream names: its creator, until that replica is gone and another takes the job over (an append
+ * with the expected revision, so exactly one does). Every step's append names the replica too, and the
+ * decider refuses it from any other, so a replica that lost a job stops at its next append.
  */
 export class VideoJobs {
   constructor(private readonly deps: JobDeps) {}
@@ -59,23 +67,73 @@ export class VideoJobs {
     this.deps.scheduler.schedule(videoId, atMs, () => this.step(videoId));
   }
 
-  /** Schedules every video the read model says is not finished with (at start, after a restart). */
+  private get videos() {
+    return this.deps.readModels.collection<VideoDoc>(Collections.videos);
+  }
+
+  /**
+   * Schedules every video the read model says is not finished with (at start, after a restart): this
+   * replica's own, and those of replicas that are gone (or of none, written before replicas), taken over.
+   * A live replica's are left to it.
+   */
   async resume(): Promise<number> {
-    const videos = this.deps.readModels.collection<VideoDoc>(Collections.videos);
+    const gone = new Map<string, Promise<boolean>>();
+    const isGone = (owner: string) => {
+      if (!gone.has(owner)) gone.set(owner, this.deps.replicas.isGone(owner));
+      return gone.get(owner)!;
+    };
     let resumed = 0;
     for (let last = ''; ; ) {
-      const page = await videos.find({ open: true, _id: { $gt: last } }, { sort: { _id: 1 }, limit: RESUME_PAGE });
-      for (const doc of page) this.track(doc._id);
-      resumed += page.length;
+      const page = await this.videos.find({ open: true, _id: { $gt: last } }, { sort: { _id: 1 }, limit: RESUME_PAGE });
+      for (const doc of page) {
+        const owner = doc.owner ?? null;
+        if (owner === this.deps.replicas.self) this.track(doc._id);
+        else if (owner === null || (await isGone(owner))) await this.takeOver(doc._id, owner);
+        else continue;
+        resumed++;
+      }
       if (page.length < RESUME_PAGE) return resumed;
       last = page.at(-1)!._id;
     }
+  }
+
+  /**
+   * Takes over the unfinished videos of every replica that is gone (a sweep, every few seconds, where
+   * replicas share the store): one index seek per replica that runs any, then a page of that one's videos.
+   */
+  async takeOverFromGoneReplicas(): Promise<number> {
+    const { self, isGone } = this.deps.replicas;
+    let taken = 0;
+    for (const owner of await distinctValues(this.videos, 'owner', { open: true })) {
+      if (owner === self || !(await isGone(owner))) continue;
+      for (let last = ''; ; ) {
+        const page = await this.videos.find({ open: true, owner, _id: { $gt: last } }, { sort: { _id: 1 }, limit: RESUME_PAGE });
+        for (const doc of page) if (await this.takeOver(doc._id, owner)) taken++;
+        if (page.length < RESUME_PAGE) break;
+        last = page.at(-1)!._id;
+      }
+    }
+    return taken;
+  }
+
+  /** Makes this replica the job's owner if `from` still is, and schedules it; whether it did. */
+  private async takeOver(videoId: string, from: string | null): Promise<boolean> {
+    const { self } = this.deps.replicas;
+    const stream = videoStream(videoId);
+    const origin = await this.deps.commands.origin(stream);
+    const { state } = await this.deps.commands.handle(stream, videoDecider, { type: 'TakeOverJob', replica: self, from }, origin && causedBy(origin));
+    if (state.status === 'absent' || state.owner !== self) return false;
+    this.deps.logger.info({ videoId, from }, 'video job taken over from a stopped replica');
+    this.track(videoId);
+    return true;
   }
 
   async step(videoId: string): Promise<void> {
     try {
       await this.due(videoId);
     } catch (error) {
+      // Another replica runs this job now: its scheduler has it.
+      if (error instanceof NotJobOwner) return;
       this.deps.logger.warn({ err: error, videoId }, 'video step failed; will retry');
       this.track(videoId, this.deps.clock.now() + this.deps.timings.retryMs);
     }
@@ -88,7 +146,7 @@ export class VideoJobs {
   private async due(videoId: string): Promise<void> {
     const stream = videoStream(videoId);
     const state = await this.deps.commands.load(stream, videoDecider);
-    if (state.status === 'absent') return;
+    if (state.status === 'absent' || state.owner !== this.deps.replicas.self) return;
     const origin = await this.deps.commands.origin(stream);
     await inSpan(
       'video job step',
@@ -123,8 +181,13 @@ export class VideoJobs {
     await this.apply(state.videoId, { type: 'RecordSettlement', outcome: due === 'capture' && !expired ? 'charged' : 'refunded' });
   }
 
+  /**
+   * A create still unfinished a minute after it began has died. Sooner when its job was taken over: the replica
+   * that created it is gone, and the decider refuses its acceptance now, so the create can never finish.
+   */
   private async rejectIfAbandoned(state: ActiveVideo, now: number): Promise<void> {
-    if (now < state.queuedAt + ABANDONED_CREATE_MS) return this.track(state.videoId, state.queuedAt + ABANDONED_CREATE_MS);
+    const creatorGone = state.creator !== null && state.owner !== state.creator;
+    if (!creatorGone && now < state.queuedAt + ABANDONED_CREATE_MS) return this.track(state.videoId, state.queuedAt + ABANDONED_CREATE_MS);
     await this.apply(state.videoId, { type: 'RejectVideo', reason: 'abandoned' });
     this.track(state.videoId);
   }
@@ -241,13 +304,14 @@ export class VideoJobs {
   }
 
   /**
-   * Appends what the command decides, caused by the video's creation; queries wait for the read model themselves
-   * (`readYourWrites`).
+   * Appends what the command decides, as this replica, caused by the video's creation; queries wait for the
+   * read model themselves.
    */
-  private async apply(videoId: string, command: VideoCommand): Promise<VideoState> {
+  private async apply(videoId: string, command: JobCommand): Promise<VideoState> {
     const stream = videoStream(videoId);
     const origin = await this.deps.commands.origin(stream);
-    const { state, events } = await this.deps.commands.handle(stream, videoDecider, command, origin && causedBy(origin));
+    const mine = { ...command, replica: this.deps.replicas.self } as VideoCommand;
+    const { state, events } = await this.deps.commands.handle(stream, videoDecider, mine, origin && causedBy(origin));
     recordVideoEvents(events, state, this.deps.clock.now());
     return state;
   }

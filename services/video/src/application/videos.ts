@@ -8,6 +8,7 @@ import {
   DomainError,
   type IdSource,
   invalidRequest,
+  type Replicas,
   microsToUsd,
   type Video,
   type VideoContentCopy,
@@ -20,9 +21,10 @@ import type { Logger } from 'pino';
 import { pageAfter, type ReadModels } from '@oc/readmodel';
 import { violatesContentPolicy } from '../domain/content-policy';
 import { type PriceTable, videoPriceMicros } from '../domain/pricing';
+import { idempotencyKeyDecider, type IdempotencyKeyState, idempotencyKeyStream } from '../domain/idempotency';
 import { type VideoCommand, videoDecider, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
-import { fileKey, type JobTimings, type VideoJobs } from './jobs';
+import { ABANDONED_CREATE_MS, fileKey, type JobTimings, type VideoJobs } from './jobs';
 import type { Billing, FileStore } from './ports';
 import { recordVideoEvents } from './telemetry';
 
@@ -37,6 +39,10 @@ export interface VideoServiceDeps {
   ids: IdSource;
   prices: PriceTable;
   timings: JobTimings;
+  /** This replica's name: it runs the jobs of the videos it creates. */
+  replicas: Pick<Replicas, 'self'>;
+  /** How long a request waits for another request's create under the same Idempotency-Key (real time). */
+  idempotencyWaitMs?: number;
   /**
    * A persisted video's `url` made at read time, when its object store signs URLs (S3 without a CDN):
    * `undefined` keeps the URL recorded at persistence.
@@ -54,6 +60,12 @@ const RESERVATION_GRACE_MS = 60 * 60 * 1000;
 
 const CONTENT_TYPES = { video: 'video/mp4', thumbnail: 'image/webp' } as const;
 
+const reused = () =>
+  conflict(
+    'idempotency_key_reused',
+    'This Idempotency-Key was already used with a different request in the last 24 hours; use a new key for a new request.',
+  );
+
 interface Caller {
   org_id: string;
   mode: 'live' | 'test';
@@ -62,8 +74,11 @@ interface Caller {
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
+/** A request waiting for another's create under its Idempotency-Key looks at that video this often. */
+const IDEMPOTENCY_POLL_MS = 25;
+
 export class VideoService {
-  /** Serializes requests that share an idempotency key, so the second one sees the first's video. */
+  /** Serializes this replica's requests that share an idempotency key (fewer claims that lose). */
   private readonly idempotency = new KeyedMutex();
 
   constructor(private readonly deps: VideoServiceDeps) {}
@@ -162,9 +177,10 @@ export class VideoService {
       throw contentPolicyViolation('The prompt violates the content policy; nothing was created or charged.');
     }
     const key = caller.idempotency_key;
-    if (key === undefined) return this.queue(caller, request, remixedFrom, null);
+    if (key === undefined) return this.queue(caller, request, remixedFrom, null, this.deps.ids.next('video_'));
     const requestHash = createHash('sha256').update(JSON.stringify([remixedFrom, request])).digest('hex');
     return this.idempotency.run(`${caller.org_id}\n${key}`, async () => {
+      // The read model answers a repeat of an accepted request at once (and knows keys used before claims).
       const [first] = await this.videos.find(
         {
           org_id: caller.org_id,
@@ -175,15 +191,68 @@ export class VideoService {
         },
         { sort: { queued_at: -1 }, limit: 1 },
       );
-      if (!first) return this.queue(caller, request, remixedFrom, { key, requestHash });
-      if (first.request_hash !== requestHash) {
+      if (first) return this.repeat(first, requestHash);
+      return this.claimThenQueue(caller, request, remixedFrom, key, requestHash);
+    });
+  }
+
+  /**
+   * The key's stream decides which request creates the video, across replicas: each appends a claim with
+   * the revision it read, one wins and creates; the others answer with the winner's video once it is
+   * accepted, or claim again in place of one that was refused (a 402, an abandoned create).
+   */
+  private async claimThenQueue(caller: Caller, request: CreateVideoRequest, remixedFrom: string | null, key: string, requestHash: string) {
+    const videoId = this.deps.ids.next('video_');
+    const stream = idempotencyKeyStream(caller.org_id, key);
+    let replacing: string | null = null;
+    for (;;) {
+      const { state }: { state: IdempotencyKeyState } = await this.deps.commands.handle(stream, idempotencyKeyDecider, {
+        type: 'ClaimIdempotencyKey',
+        orgId: caller.org_id,
+        videoId,
+        requestHash,
+        now: this.deps.clock.now(),
+        windowMs: IDEMPOTENCY_WINDOW_MS,
+        replacing,
+      });
+      if (state.status === 'unclaimed') throw new Error(`Idempotency key stream ${stream} was not claimed`);
+      if (state.videoId === videoId) return this.queue(caller, request, remixedFrom, { key, requestHash }, videoId);
+      if (state.requestHash !== requestHash) throw reused();
+      const outcome = await this.createOutcome(state.videoId, state.claimedAt);
+      if (outcome === 'refused') {
+        replacing = state.videoId;
+        continue;
+      }
+      if (outcome === 'pending') {
         throw conflict(
-          'idempotency_key_reused',
-          'This Idempotency-Key was already used with a different request in the last 24 hours; use a new key for a new request.',
+          'idempotency_key_in_use',
+          'Another request with this Idempotency-Key is still being processed; retry it in a moment to get its result.',
         );
       }
-      return this.firstResponse(first);
-    });
+      return this.firstResponse((await this.videos.findOne({ _id: state.videoId }))!);
+    }
+  }
+
+  /**
+   * How another request's create under the same key ended, read from the video's own stream (not a read
+   * model): `accepted` (its funds are held), `refused` (never accepted), or still `pending` after
+   * `idempotencyWaitMs`. A claim whose video never appeared within a minute died with its process.
+   */
+  private async createOutcome(videoId: string, claimedAt: number): Promise<'accepted' | 'refused' | 'pending'> {
+    const until = Date.now() + (this.deps.idempotencyWaitMs ?? 8_000);
+    for (;;) {
+      const video = await this.deps.commands.load(videoStream(videoId), videoDecider);
+      if (video.status === 'rejected') return 'refused';
+      if (video.status === 'absent' && this.deps.clock.now() >= claimedAt + ABANDONED_CREATE_MS) return 'refused';
+      if (video.status !== 'absent' && video.status !== 'requested') return 'accepted';
+      if (Date.now() >= until) return 'pending';
+      await new Promise((resolve) => setTimeout(resolve, IDEMPOTENCY_POLL_MS));
+    }
+  }
+
+  private repeat(first: VideoDoc, requestHash: string): Video {
+    if (first.request_hash !== requestHash) throw reused();
+    return this.firstResponse(first);
   }
 
   private async queue(
@@ -191,9 +260,10 @@ export class VideoService {
     request: CreateVideoRequest,
     remixedFrom: string | null,
     idempotency: { key: string; requestHash: string } | null,
+    videoId: string,
   ): Promise<Video> {
-    const videoId = this.deps.ids.next('video_');
     const costMicros = videoPriceMicros(this.deps.prices, request.model, request.size, request.seconds);
+    const replica = this.deps.replicas.self;
     // Recorded before billing is asked, so that a reservation whose create never finished is found and released.
     await this.apply(videoId, {
       type: 'RequestVideo',
@@ -206,6 +276,7 @@ export class VideoService {
       idempotencyKey: idempotency?.key ?? null,
       requestHash: idempotency?.requestHash ?? null,
       now: this.deps.clock.now(),
+      replica,
     });
     if (caller.mode === 'live') {
       const description = `Video ${videoId} (${request.model}, ${request.seconds}s, ${request.size})`;
@@ -213,13 +284,13 @@ export class VideoService {
       if (!reply.ok) {
         // Any answer but a 402 leaves open whether the funds were held: release them to be sure.
         const reason = reply.error.status === 402 ? 'insufficient_quota' : 'abandoned';
-        await this.apply(videoId, { type: 'RejectVideo', reason });
+        await this.apply(videoId, { type: 'RejectVideo', reason, replica });
         if (reason === 'abandoned') this.deps.jobs.track(videoId);
         throw new ApiError(reply.error);
       }
     }
     try {
-      await this.apply(videoId, { type: 'AcceptVideo' });
+      await this.apply(videoId, { type: 'AcceptVideo', replica });
     } finally {
       // Accepted: the job starts at once, while this answer waits for the read model. Not recorded: the job
       // step releases the reservation as abandoned.

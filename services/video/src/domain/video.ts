@@ -1,9 +1,27 @@
 import { DomainError, microsToUsd, type VideoEvent, type VideoEventData, type VideoFailureCode, type VideoModel, type VideoSeconds, type VideoSize, type VideoStatus, VideoStreams, streamName } from '@oc/contracts';
 
+/** The events of a video's own stream (the Idempotency-Key's claims live on streams of their own). */
+export type VideoJobEvent = Exclude<VideoEvent, { type: 'VideoIdempotencyKeyClaimed' }>;
+
+/**
+ * The job is another replica's: the one named in the stream (its creator, or the replica that took it over
+ * last). Only the owner works on a video, so that each step, and each upstream call, is made once.
+ */
+export class NotJobOwner extends Error {
+  constructor(
+    readonly videoId: string,
+    readonly owner: string | null,
+  ) {
+    super(`Video ${videoId} is run by ${owner === null ? 'no replica yet' : `replica ${owner}`}`);
+    this.name = 'NotJobOwner';
+  }
+}
+
 /**
  * One video job (stream `video-<id>`): its state machine (queued → in_progress → completed | failed),
- * its storage sub-state (temporary, then persisted or expired) and whether its reservation has been
- * settled. Times are milliseconds and arrive on the commands.
+ * its storage sub-state (temporary, then persisted or expired), whether its reservation has been settled,
+ * and which replica runs it. Times are milliseconds and arrive on the commands. Every command but a
+ * delete (the client's) and a takeover names the replica that makes it, and only the owner's are decided.
  */
 export type VideoCommand =
   | {
@@ -20,17 +38,20 @@ export type VideoCommand =
       idempotencyKey: string | null;
       requestHash: string | null;
       now: number;
+      replica: string;
     }
-  | { type: 'AcceptVideo' }
-  | { type: 'RejectVideo'; reason: 'insufficient_quota' | 'abandoned' }
-  | { type: 'StartGeneration'; provider: string; upstreamId: string; now: number }
-  | { type: 'ReportProgress'; progress: number }
-  | { type: 'CompleteGeneration'; bytes: number; url: string; now: number }
-  | { type: 'FailGeneration'; code: VideoFailureCode; message: string }
-  | { type: 'PersistVideo'; url: string; now: number }
-  | { type: 'ExpireVideo'; now: number }
-  | { type: 'RecordSettlement'; outcome: 'charged' | 'refunded' }
-  | { type: 'DeleteVideo'; now: number };
+  | { type: 'AcceptVideo'; replica: string }
+  | { type: 'RejectVideo'; reason: 'insufficient_quota' | 'abandoned'; replica: string }
+  | { type: 'StartGeneration'; provider: string; upstreamId: string; now: number; replica: string }
+  | { type: 'ReportProgress'; progress: number; replica: string }
+  | { type: 'CompleteGeneration'; bytes: number; url: string; now: number; replica: string }
+  | { type: 'FailGeneration'; code: VideoFailureCode; message: string; replica: string }
+  | { type: 'PersistVideo'; url: string; now: number; replica: string }
+  | { type: 'ExpireVideo'; now: number; replica: string }
+  | { type: 'RecordSettlement'; outcome: 'charged' | 'refunded'; replica: string }
+  | { type: 'DeleteVideo'; now: number }
+  /** `replica` runs the job from now on, if `from` still did (null: a video from before replicas). */
+  | { type: 'TakeOverJob'; replica: string; from: string | null };
 
 /** The spec's statuses, and the two a client never sees: before the funds are held, and never accepted. */
 export type VideoPhase = 'requested' | 'rejected' | VideoStatus;
@@ -56,6 +77,10 @@ export interface ActiveVideo {
   expired: boolean;
   settled: boolean;
   deleted: boolean;
+  /** The replica that runs the job; null for a video created before replicas, until one takes it over. */
+  owner: string | null;
+  /** The replica that created it (null before replicas): once another owns it, the creator is gone. */
+  creator: string | null;
 }
 
 export type VideoState = { status: 'absent' } | ActiveVideo;
@@ -103,7 +128,7 @@ function invalidState(message: string): never {
   throw new DomainError({ kind: 'InvalidState', code: 'invalid_video_state', message });
 }
 
-function decide(command: VideoCommand, state: VideoState): VideoEvent[] {
+function decide(command: VideoCommand, state: VideoState): VideoJobEvent[] {
   if (command.type === 'RequestVideo') {
     if (state.status !== 'absent') {
       throw new DomainError({ kind: 'Conflict', code: 'video_exists', message: `Video ${command.videoId} already exists.` });
@@ -124,12 +149,20 @@ function decide(command: VideoCommand, state: VideoState): VideoEvent[] {
           requested_at: command.now,
           idempotency_key: command.idempotencyKey,
           request_hash: command.requestHash,
+          replica: command.replica,
         },
       },
     ];
   }
   if (state.status === 'absent') throw new DomainError({ kind: 'NotFound', resource: 'video', id: 'unknown' });
   const key = { org_id: state.orgId, video_id: state.videoId };
+  if (command.type === 'TakeOverJob') {
+    return state.owner === command.from && command.replica !== state.owner
+      ? [{ type: 'VideoJobTakenOver', data: { ...key, replica: command.replica, previous: state.owner } }]
+      : [];
+  }
+  if (command.type !== 'DeleteVideo' && command.replica !== state.owner) throw new NotJobOwner(state.videoId, state.owner);
+
 
   // A refund is still owed after a cancelling delete or a rejection; every other command finds the video gone.
   const invisible = state.deleted || state.status === 'rejected' || state.status === 'requested';
@@ -202,7 +235,7 @@ function decide(command: VideoCommand, state: VideoState): VideoEvent[] {
   }
 }
 
-function evolve(state: VideoState, event: VideoEvent): VideoState {
+function evolve(state: VideoState, event: VideoJobEvent): VideoState {
   if (event.type === 'VideoRequested') {
     const d = event.data;
     return {
@@ -226,10 +259,14 @@ function evolve(state: VideoState, event: VideoEvent): VideoState {
       expired: false,
       settled: false,
       deleted: false,
+      owner: d.replica ?? null,
+      creator: d.replica ?? null,
     };
   }
   if (state.status === 'absent') return state;
   switch (event.type) {
+    case 'VideoJobTakenOver':
+      return { ...state, owner: event.data.replica };
     case 'VideoQueued':
       return { ...state, status: 'queued' };
     case 'VideoRejected':

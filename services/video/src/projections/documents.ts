@@ -28,6 +28,8 @@ export interface VideoDoc {
   request_hash: string | null;
   /** Something is still to be done for this video: generation, settlement, persistence or expiry. */
   open: boolean;
+  /** The replica that runs the job (absent or null on videos from before replicas). */
+  owner?: string | null;
   [key: string]: unknown;
 }
 
@@ -35,7 +37,10 @@ export const Collections = {
   videos: 'video_videos',
 } as const;
 
-/** An organization's videos newest first, the latest video under an idempotency key, and the unfinished ones at start. */
+/**
+ * An organization's videos newest first, the latest video under an idempotency key, the unfinished ones at
+ * start, and the replicas that run unfinished ones (with each replica's, when one is gone).
+ */
 export const videoCollections: CollectionSpec[] = [
-  { name: Collections.videos, indexes: [['org_id', 'queued_at'], ['org_id', 'idempotency_key', 'queued_at'], ['open']] },
+  { name: Collections.videos, indexes: [['org_id', 'queued_at'], ['org_id', 'idempotency_key', 'queued_at'], ['open'], ['open', 'owner']] },
 ];

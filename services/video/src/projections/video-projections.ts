@@ -1,6 +1,5 @@
-import { type VideoEvent } from '@oc/contracts';
 import { documentProjection } from '@oc/readmodel';
-import { type ActiveVideo, settlementDue, videoDecider } from '../domain/video';
+import { type ActiveVideo, settlementDue, videoDecider, type VideoJobEvent } from '../domain/video';
 import { Collections, type VideoDoc } from './documents';
 
 /** The open/closed question is the decider's, so the projection folds the same evolve into a document. */
@@ -34,6 +33,7 @@ function toDoc(state: ActiveVideo, doc: VideoDoc | null): VideoDoc {
     idempotency_key: doc?.idempotency_key ?? null,
     request_hash: doc?.request_hash ?? null,
     open,
+    owner: state.owner,
   };
 }
 
@@ -59,6 +59,9 @@ function fromDoc(doc: VideoDoc): ActiveVideo {
     expired: doc.expired,
     settled: doc.settled,
     deleted: doc.deleted,
+    owner: doc.owner ?? null,
+    // Not kept in the document: nothing the document shows depends on it.
+    creator: null,
   };
 }
 
@@ -79,13 +82,14 @@ export const videosProjection = documentProjection<VideoDoc>({
     'VideoCharged',
     'VideoRefunded',
     'VideoDeleted',
+    'VideoJobTakenOver',
   ],
   documentId: (event) => {
     const data = event.data as { video_id?: string; video?: { id: string } };
     return data.video_id ?? data.video?.id ?? null;
   },
   evolve(doc, stored) {
-    const event = stored as unknown as VideoEvent;
+    const event = stored as unknown as VideoJobEvent;
     if (event.type === 'VideoRequested') {
       const state = videoDecider.evolve(videoDecider.initialState(), event) as ActiveVideo;
       return toDoc(state, { idempotency_key: event.data.idempotency_key, request_hash: event.data.request_hash } as VideoDoc);

@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { link, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
 /** WEBHOOK_SECRET_KEY's bytes: hex when it is 64 hex digits, base64 otherwise. */
@@ -51,7 +51,18 @@ export async function resolveSecretKey(file: string, configured: string | undefi
   } catch {
     const key = randomBytes(32).toString('base64');
     await mkdir(dirname(file), { recursive: true });
-    await writeFile(file, `${key}\n`, { mode: 0o600, flag: 'wx' });
-    return key;
+    // Written whole aside, then linked into place: the name never shows a half-written key, and of two
+    // replicas starting on one directory, exactly one key wins and both seal with it.
+    const aside = `${file}.${randomBytes(6).toString('hex')}`;
+    await writeFile(aside, `${key}\n`, { mode: 0o600, flag: 'wx' });
+    try {
+      await link(aside, file);
+      return key;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      return (await readFile(file, 'utf8')).trim();
+    } finally {
+      await rm(aside, { force: true });
+    }
   }
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import {
   type Clock,
+  type Replicas,
   unixSeconds,
   VideoNotifications,
   type VideoNotificationType,
@@ -10,11 +11,11 @@ import {
 } from '@oc/contracts';
 import { causedBy, type CommandHandler, type EventMetadata, type EventStore, type StoredEvent, type StreamOrigin } from '@oc/eventstore';
 import { inSpan } from '@oc/telemetry';
-import type { ReadModels } from '@oc/readmodel';
+import { distinctValues, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import type { WebhookSender } from '../adapters/http-sender';
 import type { SecretBox } from '../adapters/secret-box';
-import { type DeliveryCommand, deliveryDecider, type DeliveryState, type DeliveryStatus, deliveryStream } from '../domain/delivery';
+import { type DeliveryCommand, deliveryDecider, type DeliveryState, type DeliveryStatus, deliveryStream, NotDeliveryOwner } from '../domain/delivery';
 import { signedRequest } from '../domain/signature';
 import { type Webhook, type WebhookCommand, webhookDecider, webhookStream } from '../domain/webhook';
 import { Collections, type DeliveryDoc, type WebhookDoc } from '../projections/documents';
@@ -41,7 +42,12 @@ export interface DeliveryDeps {
   policy: DeliveryPolicy;
   logger: Logger;
   userAgent: string;
+  /** This replica's name (it attempts the deliveries it owns), and which of the others are gone. */
+  replicas: Replicas;
 }
+
+/** Pending deliveries taken over per page. */
+const TAKEOVER_PAGE = 500;
 
 /** `dlv_…` from the event and the webhook: the same event reaching us twice maps to the same delivery. */
 export const deliveryIdOf = (eventId: string, webhookId: string) =>
@@ -84,7 +90,11 @@ export function webhookEventOf(event: StoredEvent, logger: Logger): WebhookEvent
 /**
  * Turns video events into deliveries and carries each delivery out: one attempt at a time, recorded on
  * the delivery's stream (which holds the retry schedule) and on the webhook's (which counts consecutive
- * failures and disables it at the limit).
+ * failures and disables it at the limit). A delivery's attempts are made by one replica, the one its
+ * stream names (the one that consumed the video event, or requeued the delivery); another takes it over,
+ * by an append with the expected revision, once that one is gone. The decider records attempts only from
+ * the owner, so each attempt is made once per due time, and at least once overall: an attempt in flight
+ * when its replica died is made again by the next owner, with the same event id.
  */
 export class Deliveries {
   readonly scheduler: DeliveryScheduler;
@@ -105,13 +115,61 @@ export class Deliveries {
     });
   }
 
-  /** Every delivery pending or between retries when the service last stopped goes back on the schedule. */
+  private get deliveries() {
+    return this.deps.readModels.collection<DeliveryDoc>(Collections.deliveries);
+  }
+
+  /**
+   * Every delivery pending or between retries when the service last stopped goes back on the schedule:
+   * this replica's own, and those of replicas that are gone (or of none, from before replicas), taken over.
+   * A live replica's are left to it.
+   */
   async resume(): Promise<number> {
-    const pending = await this.deps.readModels
-      .collection<DeliveryDoc>(Collections.deliveries)
-      .find({ status: 'pending' }, { sort: { next_attempt_at: 1 } });
-    for (const d of pending) this.scheduler.schedule(d._id, d.webhook_id, d.next_attempt_at ?? this.deps.clock.now());
-    return pending.length;
+    const pending = await this.deliveries.find({ status: 'pending' }, { sort: { next_attempt_at: 1 } });
+    const gone = new Map<string, Promise<boolean>>();
+    let resumed = 0;
+    for (const d of pending) {
+      const owner = d.owner ?? null;
+      if (owner === this.deps.replicas.self) this.scheduler.schedule(d._id, d.webhook_id, d.next_attempt_at ?? this.deps.clock.now());
+      else {
+        if (owner !== null && !gone.has(owner)) gone.set(owner, this.deps.replicas.isGone(owner));
+        if (owner !== null && !(await gone.get(owner))) continue;
+        if (!(await this.takeOver(d._id, owner))) continue;
+      }
+      resumed++;
+    }
+    return resumed;
+  }
+
+  /**
+   * Takes over the pending deliveries of every replica that is gone (a sweep, every few seconds, where
+   * replicas share the store): one index seek per replica that has any, then pages of that one's.
+   */
+  async takeOverFromGoneReplicas(): Promise<number> {
+    const { self, isGone } = this.deps.replicas;
+    let taken = 0;
+    for (const owner of await distinctValues(this.deliveries, 'owner', { status: 'pending' })) {
+      if (owner === self || !(await isGone(owner))) continue;
+      for (let last = ''; ; ) {
+        const page = await this.deliveries.find({ status: 'pending', owner, _id: { $gt: last } }, { sort: { _id: 1 }, limit: TAKEOVER_PAGE });
+        for (const d of page) if (await this.takeOver(d._id, owner)) taken++;
+        if (page.length < TAKEOVER_PAGE) break;
+        last = page.at(-1)!._id;
+      }
+    }
+    return taken;
+  }
+
+  /** Makes this replica the delivery's owner if `from` still is, and schedules its next attempt; whether it did. */
+  private async takeOver(deliveryId: string, from: string | null): Promise<boolean> {
+    const origin = await this.deps.commands.origin(deliveryStream(deliveryId));
+    const { state } = await this.delivery(
+      { type: 'TakeOverDelivery', deliveryId, replica: this.deps.replicas.self, from },
+      origin && causedBy(origin),
+    );
+    if (state.status !== 'pending' || state.owner !== this.deps.replicas.self || state.nextAttemptAt === null) return false;
+    this.scheduler.schedule(deliveryId, state.webhookId, state.nextAttemptAt);
+    return true;
   }
 
   /**
@@ -138,10 +196,14 @@ export class Deliveries {
         event: envelope,
         now: this.deps.clock.now(),
         delays: this.deps.policy.retryDelaysMs,
+        replica: this.deps.replicas.self,
       },
       cause,
     );
-    if (state.status === 'pending' && state.nextAttemptAt !== null) this.scheduler.schedule(deliveryId, webhookId, state.nextAttemptAt);
+    // Consumed again after all (redelivered): its owner attempts it, or takes it over from a gone one.
+    if (state.status === 'pending' && state.nextAttemptAt !== null && state.owner === this.deps.replicas.self) {
+      this.scheduler.schedule(deliveryId, webhookId, state.nextAttemptAt);
+    }
   }
 
   /** Sends a failed delivery again with a fresh schedule (same event id); the caller checked ownership. */
@@ -153,6 +215,7 @@ export class Deliveries {
       orgId,
       now: this.deps.clock.now(),
       delays: this.deps.policy.retryDelaysMs,
+      replica: this.deps.replicas.self,
     });
     const { state } = result;
     if (state.status === 'pending' && state.nextAttemptAt !== null) this.scheduler.schedule(deliveryId, webhookId, state.nextAttemptAt);
@@ -160,9 +223,18 @@ export class Deliveries {
   }
 
   async attempt(deliveryId: string): Promise<void> {
+    try {
+      await this.attemptOwned(deliveryId);
+    } catch (error) {
+      // Another replica makes this delivery's attempts now (it was taken over while this one was sent).
+      if (!(error instanceof NotDeliveryOwner)) throw error;
+    }
+  }
+
+  private async attemptOwned(deliveryId: string): Promise<void> {
     const { clock } = this.deps;
     const state = await this.deps.commands.load(deliveryStream(deliveryId), deliveryDecider);
-    if (state.status !== 'pending' || state.nextAttemptAt === null) return;
+    if (state.status !== 'pending' || state.nextAttemptAt === null || state.owner !== this.deps.replicas.self) return;
     if (state.nextAttemptAt > clock.now()) {
       this.scheduler.schedule(deliveryId, state.webhookId, state.nextAttemptAt);
       return;
@@ -185,7 +257,7 @@ export class Deliveries {
     const webhook = await this.deps.commands.load(webhookStream(state.webhookId), webhookDecider);
     if (webhook.status !== 'present' || !webhook.isActive) {
       const reason = webhook.status === 'present' ? 'webhook_inactive' : 'webhook_deleted';
-      await this.delivery({ type: 'AbandonDelivery', deliveryId, at: clock.now(), reason }, cause);
+      await this.delivery({ type: 'AbandonDelivery', deliveryId, at: clock.now(), reason, replica: this.deps.replicas.self }, cause);
       return;
     }
     const attempt = state.attempts + 1;
@@ -203,7 +275,10 @@ export class Deliveries {
       () => this.deps.sender.send(request),
     );
     const at = clock.now();
-    const recorded = await this.delivery({ type: 'RecordAttempt', deliveryId, attempt, at, outcome, delays: policy.retryDelaysMs }, cause);
+    const recorded = await this.delivery(
+      { type: 'RecordAttempt', deliveryId, attempt, at, outcome, delays: policy.retryDelaysMs, replica: this.deps.replicas.self },
+      cause,
+    );
     if (recorded.events.length === 0) return;
     await this.webhook(
       {

@@ -24,6 +24,7 @@ import type { WebhookSender } from '../adapters/http-sender';
 import type { SecretBox } from '../adapters/secret-box';
 import { formatSecret, signedRequest } from '../domain/signature';
 import { type WebhookCommand, webhookDecider, webhookStream } from '../domain/webhook';
+import { organizationWebhooksDecider, organizationWebhooksStream } from '../domain/organization';
 import { type AttemptDoc, Collections, type DeliveryDoc, type WebhookDoc } from '../projections/documents';
 import { type Deliveries, signingSecrets } from './deliveries';
 import type { EventFeed } from './event-feed';
@@ -51,6 +52,12 @@ export interface WebhookServiceDeps {
   userAgent: string;
   feed: EventFeed;
 }
+
+/** A place held this long by a webhook that was never stored belongs to a create that died. */
+const LOST_PLACE_AFTER_MS = 60_000;
+
+const isLimitReached = (error: unknown) =>
+  error instanceof DomainError && error.detail.kind === 'InvalidState' && error.detail.code === 'webhook_limit_reached';
 
 /** Registration, the test operation, rotation, and the owner's view of deliveries. */
 export class WebhookService {
@@ -96,28 +103,74 @@ export class WebhookService {
     return doc;
   }
 
+  /**
+   * The webhook first takes its place among the organization's (a decider, so replicas racing for the last
+   * place cannot both have it), then is created; a create that fails gives its place back.
+   */
   async create(m: WebhookMessage<'create'>): Promise<CreatedWebhook> {
     await this.checkUrl(m.url);
-    // Read-model count: two concurrent creates may both pass at the limit; the bound is about abuse, not exactness.
-    if ((await this.webhooks.count({ org_id: m.org_id })) >= MAX_WEBHOOKS_PER_ORGANIZATION) {
-      throw invalidRequest(
-        'webhook_limit_reached',
-        `An organization can have at most ${MAX_WEBHOOKS_PER_ORGANIZATION} webhooks; delete one first.`,
-      );
-    }
     const webhookId = this.deps.ids.next('wh_');
+    await this.takePlace(m.org_id, webhookId);
     const secret = this.newSecret();
-    await this.webhook({
-      type: 'CreateWebhook',
-      webhookId,
-      orgId: m.org_id,
-      url: m.url,
-      events: m.events,
-      description: m.description ?? '',
-      sealedSecret: this.deps.secrets.seal(secret),
-      now: unixSeconds(this.deps.clock.now()),
-    });
+    try {
+      await this.webhook({
+        type: 'CreateWebhook',
+        webhookId,
+        orgId: m.org_id,
+        url: m.url,
+        events: m.events,
+        description: m.description ?? '',
+        sealedSecret: this.deps.secrets.seal(secret),
+        now: unixSeconds(this.deps.clock.now()),
+      });
+    } catch (error) {
+      await this.givePlaceBack(m.org_id, webhookId);
+      throw error;
+    }
     return { ...toWebhook(await this.ownedDoc(m.org_id, webhookId)), secret };
+  }
+
+  private async takePlace(orgId: string, webhookId: string, reconciled = false): Promise<void> {
+    const stream = organizationWebhooksStream(orgId);
+    // Webhooks made before the organization's count began are counted once, on its first use.
+    const counted = (await this.deps.eventStore.readStream(stream, { maxCount: 1 })).length > 0;
+    const existing = counted
+      ? []
+      : (await this.webhooks.find({ org_id: orgId }, { sort: { created: -1, _id: -1 }, limit: MAX_WEBHOOKS_PER_ORGANIZATION * 2 })).map((d) => d._id);
+    try {
+      await this.deps.commands.handle(stream, organizationWebhooksDecider, {
+        type: 'AddWebhook',
+        orgId,
+        webhookId,
+        max: MAX_WEBHOOKS_PER_ORGANIZATION,
+        now: this.deps.clock.now(),
+        existing,
+      });
+    } catch (error) {
+      if (reconciled || !isLimitReached(error) || !(await this.freeLostPlaces(orgId))) throw error;
+      await this.takePlace(orgId, webhookId, true);
+    }
+  }
+
+  /**
+   * Places held by no webhook: one deleted whose place was not given back, or one whose create died before
+   * it was stored (a minute is far past any create's time). Only looked for at the limit; whether any was freed.
+   */
+  private async freeLostPlaces(orgId: string): Promise<boolean> {
+    const places = await this.deps.commands.load(organizationWebhooksStream(orgId), organizationWebhooksDecider);
+    let freed = false;
+    for (const [webhookId, at] of places.webhooks) {
+      const webhook = await this.deps.commands.load(webhookStream(webhookId), webhookDecider);
+      const lost = webhook.status === 'deleted' || (webhook.status === 'absent' && this.deps.clock.now() >= at + LOST_PLACE_AFTER_MS);
+      if (!lost) continue;
+      await this.givePlaceBack(orgId, webhookId);
+      freed = true;
+    }
+    return freed;
+  }
+
+  private async givePlaceBack(orgId: string, webhookId: string): Promise<void> {
+    await this.deps.commands.handle(organizationWebhooksStream(orgId), organizationWebhooksDecider, { type: 'RemoveWebhook', orgId, webhookId });
   }
 
   async list(m: WebhookMessage<'list'>) {
@@ -150,6 +203,8 @@ export class WebhookService {
 
   async delete(m: WebhookMessage<'delete'>) {
     await this.webhook({ type: 'DeleteWebhook', webhookId: m.webhook_id, orgId: m.org_id, now: unixSeconds(this.deps.clock.now()) });
+    // Should this be lost with the process, the next create at the limit finds the place held by a deleted webhook.
+    await this.givePlaceBack(m.org_id, m.webhook_id);
     return { id: m.webhook_id, object: 'webhook' as const, deleted: true as const };
   }
 

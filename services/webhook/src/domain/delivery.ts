@@ -7,8 +7,22 @@ import { DomainError, type WebhookDomainEvent, type WebhookEnvelope, WebhookStre
  */
 export type DeliveryEvent = Extract<
   WebhookDomainEvent,
-  { type: 'DeliveryScheduled' | 'DeliveryAttempted' | 'DeliveryAbandoned' | 'DeliveryRequeued' }
+  { type: 'DeliveryScheduled' | 'DeliveryAttempted' | 'DeliveryAbandoned' | 'DeliveryRequeued' | 'DeliveryTakenOver' }
 >;
+
+/**
+ * The delivery's attempts are another replica's to make: the one named in its stream (the replica that
+ * scheduled or requeued it, or took it over last). One replica per delivery makes each attempt once.
+ */
+export class NotDeliveryOwner extends Error {
+  constructor(
+    readonly deliveryId: string,
+    readonly owner: string | null,
+  ) {
+    super(`Delivery ${deliveryId} is attempted by ${owner === null ? 'no replica yet' : `replica ${owner}`}`);
+    this.name = 'NotDeliveryOwner';
+  }
+}
 
 export interface AttemptOutcome {
   success: boolean;
@@ -28,10 +42,13 @@ export type DeliveryCommand =
       now: number;
       /** Delay before each attempt: `[0, 1000, 5000, 25000]` is "at once, then after 1 s, 5 s, 25 s". */
       delays: readonly number[];
+      replica: string;
     }
-  | { type: 'RecordAttempt'; deliveryId: string; attempt: number; at: number; outcome: AttemptOutcome; delays: readonly number[] }
-  | { type: 'AbandonDelivery'; deliveryId: string; at: number; reason: 'webhook_inactive' | 'webhook_deleted' }
-  | { type: 'RequeueDelivery'; deliveryId: string; webhookId: string; orgId: string; now: number; delays: readonly number[] };
+  | { type: 'RecordAttempt'; deliveryId: string; attempt: number; at: number; outcome: AttemptOutcome; delays: readonly number[]; replica: string }
+  | { type: 'AbandonDelivery'; deliveryId: string; at: number; reason: 'webhook_inactive' | 'webhook_deleted'; replica: string }
+  | { type: 'RequeueDelivery'; deliveryId: string; webhookId: string; orgId: string; now: number; delays: readonly number[]; replica: string }
+  /** `replica` makes the attempts from now on, if `from` still did (null: a delivery from before replicas). */
+  | { type: 'TakeOverDelivery'; deliveryId: string; replica: string; from: string | null };
 
 export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
 
@@ -48,6 +65,8 @@ export type DeliveryState =
       /** Attempts since the schedule last (re)started; picks the next delay. */
       attemptsThisSchedule: number;
       nextAttemptAt: number | null;
+      /** The replica that makes the attempts; null for a delivery from before replicas, until one takes it over. */
+      owner: string | null;
     };
 
 export const deliveryStream = (deliveryId: string) => streamName(WebhookStreams.delivery, deliveryId);
@@ -66,12 +85,14 @@ function decide(command: DeliveryCommand, state: DeliveryState): DeliveryEvent[]
             org_id: command.orgId,
             event: command.event,
             next_attempt_at: command.now + (command.delays[0] ?? 0),
+            replica: command.replica,
           },
         },
       ];
     case 'RecordAttempt': {
       // A repeat of an attempt already recorded (a retried write) changes nothing.
       if (state.status !== 'pending' || command.attempt !== state.attempts + 1) return [];
+      if (state.owner !== command.replica) throw new NotDeliveryOwner(state.deliveryId, state.owner);
       const { outcome } = command;
       const nextDelay = command.delays[state.attemptsThisSchedule + 1];
       return [
@@ -95,6 +116,7 @@ function decide(command: DeliveryCommand, state: DeliveryState): DeliveryEvent[]
     }
     case 'AbandonDelivery':
       if (state.status !== 'pending') return [];
+      if (state.owner !== command.replica) throw new NotDeliveryOwner(state.deliveryId, state.owner);
       return [
         {
           type: 'DeliveryAbandoned',
@@ -121,7 +143,16 @@ function decide(command: DeliveryCommand, state: DeliveryState): DeliveryEvent[]
             webhook_id: state.webhookId,
             org_id: state.orgId,
             next_attempt_at: command.now + (command.delays[0] ?? 0),
+            replica: command.replica,
           },
+        },
+      ];
+    case 'TakeOverDelivery':
+      if (state.status !== 'pending' || state.owner !== command.from || command.replica === state.owner) return [];
+      return [
+        {
+          type: 'DeliveryTakenOver',
+          data: { delivery_id: state.deliveryId, webhook_id: state.webhookId, org_id: state.orgId, replica: command.replica, previous: state.owner },
         },
       ];
     default: {
@@ -142,6 +173,7 @@ function evolve(state: DeliveryState, event: DeliveryEvent): DeliveryState {
       attempts: 0,
       attemptsThisSchedule: 0,
       nextAttemptAt: event.data.next_attempt_at,
+      owner: event.data.replica ?? null,
     };
   }
   if (state.status === 'absent') return state;
@@ -157,7 +189,15 @@ function evolve(state: DeliveryState, event: DeliveryEvent): DeliveryState {
     case 'DeliveryAbandoned':
       return { ...state, status: 'failed', nextAttemptAt: null };
     case 'DeliveryRequeued':
-      return { ...state, status: 'pending', attemptsThisSchedule: 0, nextAttemptAt: event.data.next_attempt_at };
+      return {
+        ...state,
+        status: 'pending',
+        attemptsThisSchedule: 0,
+        nextAttemptAt: event.data.next_attempt_at,
+        owner: event.data.replica ?? state.owner,
+      };
+    case 'DeliveryTakenOver':
+      return { ...state, owner: event.data.replica };
     default: {
       const never: never = event;
       return never;

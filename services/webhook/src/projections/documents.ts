@@ -28,6 +28,8 @@ export interface DeliveryDoc {
   next_attempt_at: number | null;
   /** Unix seconds. */
   created: number;
+  /** The replica that makes the attempts (absent or null on deliveries from before replicas). */
+  owner?: string | null;
   [key: string]: unknown;
 }
 
@@ -57,11 +59,12 @@ export const Collections = {
 } as const;
 
 /**
- * An organization's webhooks; pending deliveries by due time (resumed at start); a webhook's failed
- * deliveries since a time (recover); a webhook's attempts, newest first (the delivery log).
+ * An organization's webhooks; pending deliveries by due time (resumed at start), and by the replica that
+ * makes their attempts (taken over when it is gone); a webhook's failed deliveries since a time (recover); a
+ * webhook's attempts, newest first (the delivery log).
  */
 export const webhookCollections: CollectionSpec[] = [
   { name: Collections.webhooks, indexes: [['org_id', 'created']] },
-  { name: Collections.deliveries, indexes: [['status', 'next_attempt_at'], ['webhook_id', 'status', 'created']] },
+  { name: Collections.deliveries, indexes: [['status', 'next_attempt_at'], ['status', 'owner'], ['webhook_id', 'status', 'created']] },
   { name: Collections.attempts, indexes: [['webhook_id', 'position']] },
 ];

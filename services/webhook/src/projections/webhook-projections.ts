@@ -63,7 +63,7 @@ export const webhooksProjection = documentProjection<WebhookDoc>({
 /** Each delivery's state, and the log of its attempts. */
 export const deliveriesProjection: Projection = {
   name: 'webhook-deliveries',
-  canHandle: ['DeliveryScheduled', 'DeliveryAttempted', 'DeliveryAbandoned', 'DeliveryRequeued'],
+  canHandle: ['DeliveryScheduled', 'DeliveryAttempted', 'DeliveryAbandoned', 'DeliveryRequeued', 'DeliveryTakenOver'],
   async handle(stored, ctx) {
     const event = stored as Stored;
     const deliveries = ctx.collection<DeliveryDoc>(Collections.deliveries);
@@ -78,6 +78,7 @@ export const deliveriesProjection: Projection = {
         attempts: 0,
         next_attempt_at: event.data.next_attempt_at,
         created: unixSeconds(stored.created),
+        owner: event.data.replica ?? null,
       });
       return;
     }
@@ -111,7 +112,10 @@ export const deliveriesProjection: Projection = {
         await deliveries.put({ ...delivery, status: 'failed', next_attempt_at: null });
         return;
       case 'DeliveryRequeued':
-        await deliveries.put({ ...delivery, status: 'pending', next_attempt_at: event.data.next_attempt_at });
+        await deliveries.put({ ...delivery, status: 'pending', next_attempt_at: event.data.next_attempt_at, owner: event.data.replica ?? delivery.owner ?? null });
+        return;
+      case 'DeliveryTakenOver':
+        await deliveries.put({ ...delivery, owner: event.data.replica });
         return;
       default:
         return;
