@@ -17,6 +17,7 @@ export interface Child {
 /** Every process the bench starts, so that all of them are stopped at the end, on failure too. */
 export class Processes {
   private readonly children = new Set<Child>();
+  private readonly cleanups: Array<() => Promise<void>> = [];
 
   constructor(private readonly logDir: string) {}
 
@@ -53,8 +54,14 @@ export class Processes {
     clearTimeout(killer);
   }
 
-  stopAll(): Promise<void> {
-    return Promise.all([...this.children].map((c) => this.stop(c))).then(() => undefined);
+  /** Work to do once every process has stopped (a deployment's NATS stream to delete). */
+  atStop(cleanup: () => Promise<void>): void {
+    this.cleanups.push(cleanup);
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.children].map((c) => this.stop(c)));
+    for (const cleanup of this.cleanups.splice(0)) await cleanup().catch((error: unknown) => console.error(`cleanup failed: ${String(error)}`));
   }
 
   /**

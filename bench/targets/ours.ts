@@ -3,8 +3,12 @@
  * over the local NATS (each service's built bundle). Generation is as fast as the simulator
  * allows, webhooks may reach the loopback receiver, and chat goes to C.
  */
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { natsNames } from '@oc/contracts';
 import { type Child, exited, type Processes, ROOT, untilOk } from '../processes';
 import { freePort, type Target } from './start';
 
@@ -62,7 +66,12 @@ export async function startDistributed(
 ): Promise<OursTarget> {
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
-  const common = { ...serviceEnv(options.upstreamOrigin), NATS_URL: options.natsUrl };
+  // A deployment of its own on the NATS server: it never shares subjects, its JetStream stream or consumers
+  // with another (a user's `pnpm start:distributed`, the tests, an earlier bench), and its stream is deleted
+  // when the bench stops, so runs do not pile streams and consumers up on the server.
+  const prefix = `bench${randomBytes(4).toString('hex')}`;
+  processes.atStop(() => deleteEventsStream(options.natsUrl, prefix));
+  const common = { ...serviceEnv(options.upstreamOrigin), NATS_URL: options.natsUrl, NATS_PREFIX: prefix };
   // Each service's built bundle, as it is deployed; its sources through tsx when it has not been built.
   const service = (name: string, env: Record<string, string>): Child => {
     const built = join(ROOT, `services/${name}/dist/main.js`);
@@ -78,8 +87,6 @@ export async function startDistributed(
     service('webhook', {
       WEBHOOK_SECRET_KEY: Buffer.alloc(32, 7).toString('base64'),
       WEBHOOK_MODE: 'development',
-      // Runs share one NATS, and replicas of a durable consumer share its messages: one consumer per run.
-      WEBHOOK_CONSUMER: `webhook-deliveries-bench-${process.pid}-${Date.now()}`,
     }),
     service('video', { PUBLIC_BASE_URL: origin }),
     service('gateway', { PORT: String(port), HOST: '127.0.0.1', ADMIN_TOKEN }),
@@ -90,4 +97,13 @@ export async function startDistributed(
     ...children.map(exited),
   ]);
   return { name: options.name, origin, children, startupMs, dataDir: options.dataDir };
+}
+
+async function deleteEventsStream(natsUrl: string, prefix: string): Promise<void> {
+  const nc = await connect({ servers: natsUrl });
+  try {
+    await (await jetstreamManager(nc)).streams.delete(natsNames(prefix).eventsStream).catch(() => undefined);
+  } finally {
+    await nc.close();
+  }
 }
