@@ -78,15 +78,21 @@ export async function deleteEventsStream(prefix: string): Promise<void> {
   }
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolvePort(port));
+/**
+ * A port nobody listens on, for a child process to bind. Taken below the kernel's ephemeral range (32768 and
+ * up): a port the kernel handed out (bind to 0) and got back is free again only until any outgoing connection
+ * of the machine takes it as its local port, which made a child's later bind fail now and then.
+ */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const free = await new Promise<boolean>((resolveFree) => {
+      const server = createServer();
+      server.once('error', () => resolveFree(false));
+      server.listen(port, '127.0.0.1', () => server.close(() => resolveFree(true)));
     });
-    server.on('error', reject);
-  });
+    if (free) return port;
+  }
 }
 
 /** What each process was started with, so one can be started again alone. */
