@@ -154,6 +154,13 @@ export const listOf = <T extends z.ZodType>(item: T) =>
 
 const OrgRef = { org_id: z.string().min(1) };
 
+/**
+ * Who holds a reservation while its work runs: a product's running process, named
+ * `<service>/<replica>/<run>`. After a crash, the replica (or, once it is gone, another replica) releases
+ * what that process held, without waiting for the reservation's expiry.
+ */
+export const HolderSchema = z.string().min(1).max(200);
+
 export const BillingMessages = {
   createOrganization: CreateOrganizationBody,
   listOrganizations: ListQuery,
@@ -181,10 +188,15 @@ export const BillingMessages = {
     amount_micros: z.int().positive(),
     description: z.string(),
     expires_at: z.int().positive().optional(),
+    holder: HolderSchema.optional(),
   }),
   /** Capture part or all of a reservation; the rest goes back to the available balance. */
   captureReservation: z.object({ ...OrgRef, reservation_id: z.string().min(1), amount_micros: z.int().nonnegative() }),
   releaseReservation: z.object({ ...OrgRef, reservation_id: z.string().min(1) }),
+  /** The holders of open reservations whose names start with `prefix` (`chat/`), at most 1,000. */
+  listReservationHolders: z.object({ prefix: z.string().min(1).max(200) }),
+  /** Releases the open reservations of one holder (at most 500 a call; `more` says whether some are left). */
+  releaseHeldReservations: z.object({ holder: HolderSchema }),
   dailySpend: DaysQuery.extend(OrgRef),
   keyDailyUsage: DaysQuery.extend(OrgRef),
   /** The gateway hashes the password (scrypt); the password itself never travels past the gateway. */
@@ -269,6 +281,8 @@ export const BillingEvents = {
     description: z.string(),
     /** Unix seconds; absent on reservations made before reservations expired. */
     expires_at: z.int().optional(),
+    /** Absent when no running process holds it (a video job's, owned by its stream). */
+    holder: HolderSchema.optional(),
   }),
   ReservationCaptured: z.object({
     org_id: z.string(),

@@ -176,8 +176,12 @@ export const CancelStreamSchema = z.object({ stream_to: z.string().min(1) });
 
 // ---------- Domain events of the chat service ----------
 
-/** The stream categories chat writes (`chat-<session_id>`, `completion-<id>`): its outbox relay publishes these only. */
-export const ChatStreams = { session: 'chat', completion: 'completion' } as const;
+/**
+ * The stream categories chat writes (`chat-<session_id>`): its outbox relay publishes these only. A paid
+ * completion's durable record is its reservation, in billing's account stream (`FundsReserved.holder`); the
+ * `completion-<id>` streams of earlier releases are no longer read or published.
+ */
+export const ChatStreams = { session: 'chat' } as const;
 
 export const StoredChatMessageSchema = z.object({ role: ChatRoleSchema, content: z.string(), created_at: z.int() });
 export type StoredChatMessage = z.infer<typeof StoredChatMessageSchema>;
@@ -190,27 +194,6 @@ export const ChatEvents = {
     completion_id: z.string(),
     messages: z.array(StoredChatMessageSchema),
     usage: UsageSchema,
-  }),
-  /** A paid completion, recorded before its funds are reserved. Times in unix milliseconds. */
-  CompletionStarted: z.object({
-    completion_id: z.string(),
-    org_id: z.string(),
-    /** The replica running it: the one that settles it if it was left open by a crash. */
-    replica: z.string(),
-    reserved_micros: z.int().positive(),
-    started_at: z.int(),
-    /** It is stopped by then; if still open afterwards, its replica is gone and any replica settles it. */
-    deadline: z.int(),
-  }),
-  /**
-   * `charged`: its usage was captured; `released`: it failed or was refused, nothing charged;
-   * `interrupted`: its replica stopped before settling it, and whatever was still held was released.
-   */
-  CompletionSettled: z.object({
-    completion_id: z.string(),
-    org_id: z.string(),
-    outcome: z.enum(['charged', 'released', 'interrupted']),
-    charged_micros: z.int().nonnegative(),
   }),
 } as const;
 

@@ -22,6 +22,8 @@ export const Subjects = {
     reserveFunds: 'billing.funds.reserve',
     captureReservation: 'billing.funds.capture',
     releaseReservation: 'billing.funds.release',
+    listReservationHolders: 'billing.funds.holders',
+    releaseHeldReservations: 'billing.funds.release_held',
     dailySpend: 'billing.spend.daily',
     keyDailyUsage: 'billing.keys.daily_usage',
     createMember: 'billing.members.create',

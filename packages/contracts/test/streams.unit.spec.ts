@@ -18,7 +18,7 @@ describe('stream ownership', () => {
     expect(video('chat-video_1')).toBe(false);
     expect(video('videokey-0a1b')).toBe(true);
     const chat = ownsStream('chat');
-    expect(['chat-s', 'completion-c', 'account-o', 'apikey-k', 'webhook-w', 'delivery-d'].filter(chat)).toEqual(['chat-s', 'completion-c']);
+    expect(['chat-s', 'chats-s', 'account-o', 'apikey-k', 'webhook-w', 'delivery-d'].filter(chat)).toEqual(['chat-s']);
     expect(['account-o', 'apikey-k', 'video-v'].filter(ownsStream('billing'))).toEqual(['account-o', 'apikey-k']);
     expect(['webhook-w', 'delivery-d', 'video-v'].filter(ownsStream('webhook'))).toEqual(['webhook-w', 'delivery-d']);
   });

@@ -65,7 +65,7 @@ describe('outbox relay (JetStream faked)', () => {
     const append = (stream: string, type: string) => store.appendToStream(stream, [{ id: `${stream}/${type}`, type, data: {} }], { expectedRevision: 'any' });
     await append('chat-s1', 'ChatSessionStarted');
     await append('video-v1', 'VideoQueued');
-    await append('completion-c1', 'CompletionStarted');
+    await append('apikey-k1', 'ApiKeyCreated');
     await append('account-o1', 'FundsReserved');
     await append('video-v1', 'VideoCompleted');
     await append('webhook-w1', 'WebhookCreated');

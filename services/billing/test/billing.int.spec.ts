@@ -134,6 +134,33 @@ describe('billing: reservations against the prepaid balance', () => {
     expect(await balance(org_id)).toMatchObject({ available: 0.8, reserved: 0 });
   });
 
+  it('names the holders of open reservations by prefix and releases what one holder left open, in batches', async () => {
+    const org_id = await orgWithCredit(10_000_000);
+    const other = await orgWithCredit(1_000_000);
+    const reserve = (org: string, reservation_id: string, holder?: string) =>
+      bus.request(Subjects.billing.reserveFunds, { org_id: org, reservation_id, amount_micros: 1_000, description: 'chat', ...(holder ? { holder } : {}) });
+    for (let i = 0; i < 502; i++) await reserve(org_id, `gone-${i}`, 'chat/a/run_1');
+    await reserve(other, 'gone-x', 'chat/a/run_1');
+    await reserve(org_id, 'alive', 'chat/a/run_2');
+    await reserve(org_id, 'video', undefined);
+    await reserve(org_id, 'other-product', 'chatter/b/run_3');
+    expect((await bus.request<{ holders: string[] }>(Subjects.billing.listReservationHolders, { prefix: 'chat/' }))).toEqual({
+      ok: true,
+      data: { holders: ['chat/a/run_1', 'chat/a/run_2'] },
+    });
+
+    const first = await bus.request(Subjects.billing.releaseHeldReservations, { holder: 'chat/a/run_1' });
+    expect(first).toEqual({ ok: true, data: { released: 500, more: true } });
+    expect(await bus.request(Subjects.billing.releaseHeldReservations, { holder: 'chat/a/run_1' })).toEqual({ ok: true, data: { released: 3, more: false } });
+    expect(await balance(other)).toMatchObject({ available: 1, reserved: 0 });
+    // What other processes hold stays held.
+    expect(await balance(org_id)).toMatchObject({ available: 9.997, reserved: 0.003 });
+    expect((await bus.request<{ holders: string[] }>(Subjects.billing.listReservationHolders, { prefix: 'chat/' }))).toEqual({
+      ok: true,
+      data: { holders: ['chat/a/run_2'] },
+    });
+  });
+
   it('refuses to capture more than was reserved, so usage can never overdraw', async () => {
     const org_id = await orgWithCredit(100);
     await bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'r', amount_micros: 100, description: 'chat' });

@@ -1,8 +1,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { openSqliteStores } from '@oc/eventstore';
 import { servedByIndex } from '@oc/readmodel';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadStandaloneConfig } from '../src/config';
@@ -130,9 +131,18 @@ describe('read-model queries', () => {
       await ok(alice('POST', `/v1/webhooks/${hook.id}/recover`, { since: Math.floor(Date.now() / 1000) - 3_600 }));
       plans.push(...plansOf(app));
 
-      // Unfinished jobs and pending deliveries are found again at a restart.
+      // Unfinished jobs and pending deliveries are found again at a restart, and so is a reservation that an
+      // earlier process of this chat replica held when it died (its sweep releases it).
       await app.close();
+      const stores = openSqliteStores(join(dataDir, 'events.sqlite'));
+      const reservation = { org_id: a.orgId, reservation_id: 'chatcmpl_crashed', amount_micros: 1_000, description: 'Chat completion' };
+      await stores.store.appendToStream(`account-${a.orgId}`, [{ type: 'FundsReserved', data: { ...reservation, holder: `chat/${hostname()}/run_earlier` } }], {
+        expectedRevision: 'any',
+      });
+      await stores.close();
       app = await start();
+      const restarted = clientFor({ url: app.url, adminToken: ADMIN_TOKEN } as never);
+      await vi.waitFor(async () => expect((await ok(restarted.call('GET', '/v1/account/balance', { token: a.key }))).reserved).toBe(0));
       plans.push(...plansOf(app));
     } finally {
       await app.close();
@@ -146,7 +156,6 @@ describe('read-model queries', () => {
       'rm_billing_ledger_entries',
       'rm_billing_open_reservations',
       'rm_billing_organizations',
-      'rm_chat_open_completions',
       'rm_chat_sessions',
       'rm_video_videos',
       'rm_webhook_deliveries',

@@ -64,8 +64,10 @@ const DAY_SECONDS = 86_400;
 const KEY_USAGE_ROWS = 10_000;
 /** How long a reservation whose product named no expiry is held. */
 export const DEFAULT_RESERVATION_TTL_SECONDS = 3_600;
-/** Reservations expired by one sweep at most; the next sweep takes the rest. */
+/** Reservations expired (or released for their holder) by one call at most; the next takes the rest. */
 const EXPIRY_SWEEP_LIMIT = 500;
+/** Holders one answer names at most: far more replicas than any deployment runs. */
+const HOLDERS_LIMIT = 1_000;
 
 export class BillingService {
   constructor(private readonly deps: BillingDeps) {}
@@ -147,8 +149,33 @@ export class BillingService {
       amountMicros: m.amount_micros,
       description: m.description,
       expiresAt: m.expires_at ?? unixSeconds(this.deps.clock.now()) + DEFAULT_RESERVATION_TTL_SECONDS,
+      ...(m.holder === undefined ? {} : { holder: m.holder }),
     });
     return { reservation_id: m.reservation_id };
+  }
+
+  private get openReservations() {
+    return this.deps.readModels.collection<OpenReservationDoc>(Collections.openReservations);
+  }
+
+  async listReservationHolders(m: BillingMessage<'listReservationHolders'>) {
+    const holders: string[] = [];
+    // Names with the prefix sort between it and it followed by the highest character.
+    const end = `${m.prefix}\uffff`;
+    while (holders.length < HOLDERS_LIMIT) {
+      const [next] = await this.openReservations.find({ holder: { $gt: holders.at(-1) ?? m.prefix, $lt: end } }, { sort: { holder: 1 }, limit: 1 });
+      if (typeof next?.holder !== 'string') break;
+      holders.push(next.holder);
+    }
+    return { holders };
+  }
+
+  async releaseHeldReservations(m: BillingMessage<'releaseHeldReservations'>) {
+    const held = await this.openReservations.find({ holder: m.holder }, { limit: EXPIRY_SWEEP_LIMIT + 1 });
+    for (const r of held.slice(0, EXPIRY_SWEEP_LIMIT)) {
+      await this.account({ type: 'ReleaseReservation', orgId: r.org_id, reservationId: r.reservation_id });
+    }
+    return { released: Math.min(held.length, EXPIRY_SWEEP_LIMIT), more: held.length > EXPIRY_SWEEP_LIMIT };
   }
 
   /**
@@ -157,9 +184,7 @@ export class BillingService {
    */
   async expireReservations(): Promise<number> {
     const now = unixSeconds(this.deps.clock.now());
-    const due = await this.deps.readModels
-      .collection<OpenReservationDoc>(Collections.openReservations)
-      .find({ expires_at: { $lte: now } }, { sort: { expires_at: 1 }, limit: EXPIRY_SWEEP_LIMIT });
+    const due = await this.openReservations.find({ expires_at: { $lte: now } }, { sort: { expires_at: 1 }, limit: EXPIRY_SWEEP_LIMIT });
     for (const r of due) {
       await this.account({ type: 'ExpireReservation', orgId: r.org_id, reservationId: r.reservation_id, now });
     }

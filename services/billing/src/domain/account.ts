@@ -39,7 +39,7 @@ export type AccountCommand =
   /** A new tier, custom limits (enterprise only; null gives a figure back to the tier), or both. */
   | { type: 'UpdateOrganization'; orgId: string; tier?: Tier; limits?: LimitsChange }
   | { type: 'AddCredits'; orgId: string; amountMicros: number; description: string }
-  | { type: 'ReserveFunds'; orgId: string; reservationId: string; amountMicros: number; description: string; expiresAt: number }
+  | { type: 'ReserveFunds'; orgId: string; reservationId: string; amountMicros: number; description: string; expiresAt: number; holder?: string }
   | { type: 'CaptureReservation'; orgId: string; reservationId: string; amountMicros: number }
   | { type: 'ReleaseReservation'; orgId: string; reservationId: string }
   /** Releases the reservation if it is still open at `now` (unix seconds) and has expired by then. */
@@ -146,6 +146,7 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
             amount_micros: command.amountMicros,
             description: command.description,
             expires_at: command.expiresAt,
+            ...(command.holder === undefined ? {} : { holder: command.holder }),
           },
         },
       ];

@@ -71,6 +71,7 @@ export const accountsProjection: Projection = {
           org_id: org._id,
           reservation_id: event.data.reservation_id,
           expires_at: event.data.expires_at ?? unixSeconds(stored.created) + LEGACY_RESERVATION_TTL_SECONDS,
+          holder: event.data.holder ?? null,
         });
         org.reserved_micros += event.data.amount_micros;
         entry = {

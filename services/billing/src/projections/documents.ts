@@ -53,6 +53,8 @@ export interface OpenReservationDoc {
   reservation_id: string;
   /** Unix seconds. */
   expires_at: number;
+  /** The running process that holds it, if any (`FundsReserved.holder`). */
+  holder: string | null;
   [key: string]: unknown;
 }
 
@@ -120,7 +122,7 @@ export const billingCollections: CollectionSpec[] = [
   { name: Collections.organizations, indexes: [['created']] },
   { name: Collections.ledger, indexes: [['org_id', 'position']] },
   { name: Collections.apiKeys, indexes: [['key_hash'], ['org_id', 'created']] },
-  { name: Collections.openReservations, indexes: [['expires_at']] },
+  { name: Collections.openReservations, indexes: [['expires_at'], ['holder']] },
   { name: Collections.members, indexes: [['email'], ['org_id', 'created']] },
   { name: Collections.consoleSessions, indexes: [['token_hash']] },
   { name: Collections.dailySpend, indexes: [['org_id', 'day']] },

@@ -93,6 +93,16 @@ export class BillingController {
     return answer(BillingMessages.releaseReservation, p, (m) => this.billing.releaseReservation(m), this.unexpected);
   }
 
+  @MessagePattern(Subjects.billing.listReservationHolders)
+  listReservationHolders(@Payload() p: unknown) {
+    return answer(BillingMessages.listReservationHolders, p, (m) => this.billing.listReservationHolders(m), this.unexpected);
+  }
+
+  @MessagePattern(Subjects.billing.releaseHeldReservations)
+  releaseHeldReservations(@Payload() p: unknown) {
+    return answer(BillingMessages.releaseHeldReservations, p, (m) => this.billing.releaseHeldReservations(m), this.unexpected);
+  }
+
   @MessagePattern(Subjects.billing.dailySpend)
   dailySpend(@Payload() p: unknown) {
     return answer(BillingMessages.dailySpend, p, (m) => this.billing.dailySpend(m), this.unexpected);

@@ -5,14 +5,20 @@ import type { Funds } from '../application/ports';
 /** Funds held and charged by the billing service over the bus; its 402 is thrown with the amounts it compared. */
 export function billingFunds(client: ServiceClient): Funds {
   return {
-    async reserve(org_id, reservation_id, amount_micros, description, expires_at) {
-      unwrap(await client.request(Subjects.billing.reserveFunds, { org_id, reservation_id, amount_micros, description, expires_at }));
+    async reserve(org_id, reservation_id, amount_micros, description, { expiresAt: expires_at, holder }) {
+      unwrap(await client.request(Subjects.billing.reserveFunds, { org_id, reservation_id, amount_micros, description, expires_at, holder }));
     },
     async capture(org_id, reservation_id, amount_micros) {
       unwrap(await client.request(Subjects.billing.captureReservation, { org_id, reservation_id, amount_micros }));
     },
     async release(org_id, reservation_id) {
       unwrap(await client.request(Subjects.billing.releaseReservation, { org_id, reservation_id }));
+    },
+    async holders(prefix) {
+      return unwrap(await client.request<{ holders: string[] }>(Subjects.billing.listReservationHolders, { prefix })).holders;
+    },
+    async releaseHeld(holder) {
+      return unwrap(await client.request<{ released: number; more: boolean }>(Subjects.billing.releaseHeldReservations, { holder }));
     },
   };
 }

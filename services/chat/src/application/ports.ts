@@ -33,12 +33,23 @@ export interface Tokenizer {
   measure(texts: string[], cap: number): Promise<number[]>;
 }
 
+/** How a reservation is held while its completion runs. */
+export interface Hold {
+  /** Unix seconds: billing releases the reservation itself if it is still open then. */
+  expiresAt: number;
+  /** The process running the completion (`chat/<replica>/<run>`): what it left open is found by this name. */
+  holder: string;
+}
+
 /** The billing service's reservations, in integer micro-USD; a refusal throws billing's 402, with its `funds`. */
 export interface Funds {
-  /** `expiresAt` (unix seconds): billing releases the reservation itself if it is still open then. */
-  reserve(orgId: string, reservationId: string, amountMicros: number, description: string, expiresAt: number): Promise<void>;
+  reserve(orgId: string, reservationId: string, amountMicros: number, description: string, hold: Hold): Promise<void>;
   capture(orgId: string, reservationId: string, amountMicros: number): Promise<void>;
   release(orgId: string, reservationId: string): Promise<void>;
+  /** The holders of open reservations whose names start with `prefix`. */
+  holders(prefix: string): Promise<string[]>;
+  /** Releases what `holder` still holds (in batches: `more` when some are left). */
+  releaseHeld(holder: string): Promise<{ released: number; more: boolean }>;
 }
 
 /** Where streamed frames go: a subject the gateway is listening on. */

@@ -1,7 +1,7 @@
 import type { ChatEvent } from '@oc/contracts';
 import type { StoredEvent } from '@oc/eventstore';
 import { documentProjection } from '@oc/readmodel';
-import { ChatCollections, type ChatSessionDoc, type OpenCompletionDoc } from './documents';
+import { ChatCollections, type ChatSessionDoc } from './documents';
 
 type Stored = StoredEvent & ChatEvent;
 
@@ -24,17 +24,4 @@ export const sessionsProjection = documentProjection<ChatSessionDoc>({
   },
 });
 
-/** Completions started and not yet settled, for the replica that settles them after a crash. */
-export const openCompletionsProjection = documentProjection<OpenCompletionDoc>({
-  name: 'chat-open-completions',
-  collection: ChatCollections.openCompletions,
-  canHandle: ['CompletionStarted', 'CompletionSettled'],
-  documentId: (event) => (event.data as { completion_id: string }).completion_id,
-  evolve(_doc, stored) {
-    const event = stored as Stored;
-    if (event.type !== 'CompletionStarted') return null;
-    return { _id: event.data.completion_id, org_id: event.data.org_id, replica: event.data.replica, deadline: event.data.deadline };
-  },
-});
-
-export const chatProjections = [sessionsProjection, openCompletionsProjection];
+export const chatProjections = [sessionsProjection];
