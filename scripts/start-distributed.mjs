@@ -3,7 +3,7 @@
 // `REPLICAS=2` starts two of each: two gateways (on PORT and PORT + 1) and two replicas of every service.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -41,6 +41,35 @@ function adminToken() {
 }
 const admin = adminToken();
 
+/**
+ * As `pnpm start`: in development mode, WEBHOOK_SECRET_KEY if set, else the key kept in
+ * `$DATA_DIR/webhook-secret-key` (the file `pnpm start` keeps), else a new one kept there, so that webhooks
+ * created under either command are delivered under the other. In production mode the webhook process
+ * requires WEBHOOK_SECRET_KEY itself.
+ */
+function webhookSecretKey() {
+  if (env.WEBHOOK_SECRET_KEY || (env.WEBHOOK_MODE ?? 'development') !== 'development') return {};
+  const file = join(dataDir, 'webhook-secret-key');
+  // Where this command kept the key before: moved, so that the webhooks sealed with it stay deliverable.
+  const earlier = join(dataDir, 'webhook', 'webhook-secret-key');
+  if (existsSync(earlier)) {
+    if (!existsSync(file)) renameSync(earlier, file);
+    else if (readFileSync(earlier, 'utf8') !== readFileSync(file, 'utf8')) {
+      process.stderr.write(
+        `[start:distributed] using the webhook secret key in ${file}; webhooks created by an earlier start:distributed were sealed with ${earlier} and cannot be delivered: create them again\n`,
+      );
+    }
+  }
+  try {
+    return { WEBHOOK_SECRET_KEY: readFileSync(file, 'utf8').trim() };
+  } catch {
+    const key = randomBytes(32).toString('base64');
+    writeFileSync(file, `${key}\n`, { mode: 0o600, flag: 'wx' });
+    return { WEBHOOK_SECRET_KEY: key };
+  }
+}
+const webhookKey = webhookSecretKey();
+
 // Every variable the caller set reaches every process; these are the distributed layout's own. Replica
 // names are this script's to give (one per process), so none set outside reaches two processes.
 const { REPLICA_ID: _replicaId, CHAT_REPLICA_ID: _chatReplicaId, ...inherited } = env;
@@ -54,7 +83,7 @@ const common = {
 
 /**
  * Replica `n` (1-based) of a service: its own name and read models, and the service's data directory
- * (video files, the webhook key) shared with its other replicas. Replica 1 keeps the one-replica layout.
+ * (video files) shared with its other replicas. Replica 1 keeps the one-replica layout.
  */
 function processEnv(service, n) {
   if (service === 'gateway') {
@@ -73,6 +102,7 @@ function processEnv(service, n) {
     DATA_DIR: join(dataDir, service),
     REPLICA_ID: `${service}-${n}`,
     ...(n > 1 ? { READMODEL_FILE: join(dataDir, service, `read-models-${n}.sqlite`) } : {}),
+    ...(service === 'webhook' ? webhookKey : {}),
     ...(service === 'video' ? { PUBLIC_BASE_URL: env.PUBLIC_BASE_URL ?? local } : {}),
     // The rendered clips are shared: one replica renders them ahead, the others on demand.
     ...(service === 'video' && n > 1 && env.SIM_VIDEO_PRERENDER === undefined ? { SIM_VIDEO_PRERENDER: '0' } : {}),
@@ -82,17 +112,46 @@ function processEnv(service, n) {
 const children = new Map();
 let stopping = false;
 
+const LEVELS = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+const pad = (n, width = 2) => String(n).padStart(width, '0');
+
+/**
+ * A pino line as a person reads it in a terminal: local time, level, message, then the other fields as
+ * `name=value` and an error's stack below. LOG_FORMAT=json keeps the lines as the processes wrote them, for
+ * a log collector; a line that is not pino's (a configuration error, a Node warning) is shown as it is.
+ */
+function readable(line) {
+  if (env.LOG_FORMAT === 'json' || !line.startsWith('{')) return [line];
+  let entry;
+  try {
+    entry = JSON.parse(line);
+  } catch {
+    return [line];
+  }
+  const { level, time, msg, err, pid: _pid, hostname: _hostname, service: _service, ...fields } = entry;
+  const at = new Date(time);
+  const clock = `${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}.${pad(at.getMilliseconds(), 3)}`;
+  const rest = Object.entries(fields).map(([k, v]) => `${k}=${typeof v === 'string' && !/\s/.test(v) ? v : JSON.stringify(v)}`);
+  const head = [clock, LEVELS[level] ?? level, msg ?? '', ...rest].filter((part) => part !== '').join(' ');
+  return [head, ...(err ? String(err.stack ?? `${err.type}: ${err.message}`).split('\n').map((l) => `    ${l}`) : [])];
+}
+
 function prefixed(stream, name, out) {
-  createInterface({ input: stream }).on('line', (line) => out.write(`[${name}] ${line}\n`));
+  createInterface({ input: stream }).on('line', (line) => {
+    for (const shown of readable(line)) out.write(`[${name}] ${shown}\n`);
+  });
 }
 
 for (const service of SERVICES) {
   for (let n = 1; n <= replicas; n++) {
     const name = replicas > 1 ? `${service}-${n}` : service;
+    // A process group of its own: Ctrl-C in a terminal signals the whole foreground group, and each process
+    // would start shutting down on that SIGINT and again on this script's SIGTERM. Only this script stops them.
     const child = spawn(process.execPath, ['--enable-source-maps', join(root, 'services', service, 'dist/main.js')], {
       cwd: root,
       env: processEnv(service, n),
       stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
     });
     prefixed(child.stdout, name, process.stdout);
     prefixed(child.stderr, name, process.stderr);
@@ -114,15 +173,22 @@ for (const service of SERVICES) {
   }
 }
 
-async function stop(code) {
+/** Stops every process once; a second Ctrl-C (or any signal) while they close waits for the same. */
+let stopped;
+function stop(code) {
   stopping = true;
-  const exits = [...children.values()].map(({ child }) => new Promise((r) => child.once('exit', r)));
-  for (const { child } of children.values()) child.kill('SIGTERM');
-  await Promise.all(exits);
-  process.exit(code);
+  stopped ??= (async () => {
+    const exits = [...children.values()].map(({ child }) => new Promise((r) => child.once('exit', r)));
+    for (const { child } of children.values()) child.kill('SIGTERM');
+    await Promise.all(exits);
+    process.exit(code);
+  })();
+  return stopped;
 }
-process.once('SIGINT', () => void stop(0));
-process.once('SIGTERM', () => void stop(0));
+process.on('SIGINT', () => void stop(0));
+process.on('SIGTERM', () => void stop(0));
+// The terminal closed: in groups of their own, the processes would not hear of it.
+process.on('SIGHUP', () => void stop(0));
 // Started by another process over IPC (the e2e suites): when that one goes away, even killed, so does all this.
 if (process.send) process.once('disconnect', () => void stop(0));
 

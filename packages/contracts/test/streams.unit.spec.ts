@@ -1,5 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { BillingEvents, ChatEvents, VideoEvents, WebhookEvents } from '../src';
+import { BillingEvents, BillingStreams, ChatEvents, ChatStreams, VideoEvents, VideoStreams, WebhookEvents, WebhookStreams } from '../src';
 import { ownsStream, STREAM_CATEGORIES, streamCategory, streamName } from '../src/streams';
 
 describe('stream ownership', () => {
@@ -27,5 +29,14 @@ describe('stream ownership', () => {
     // Services share one log, and projections pick their events by type: a shared name would mix them up.
     const types = [BillingEvents, ChatEvents, VideoEvents, WebhookEvents].flatMap((events) => Object.keys(events));
     expect(new Set(types).size).toBe(types.length);
+  });
+
+  it("is described in docs/decisions.md with each service's categories as they are", () => {
+    const decisions = readFileSync(join(import.meta.dirname, '../../../docs/decisions.md'), 'utf8').replace(/\s+/g, ' ');
+    const declared = { BillingStreams, ChatStreams, VideoStreams, WebhookStreams };
+    for (const [name, categories] of Object.entries(declared)) {
+      const listed = new RegExp(`\`${name}\`: ((?:\`[a-z]+\`(?:, )?)+)`).exec(decisions)?.[1];
+      expect(listed?.match(/[a-z]+/g), name).toEqual(Object.values(categories));
+    }
   });
 });

@@ -319,6 +319,22 @@ describe('deploy/k8s', () => {
     for (const key of Object.keys(configMap)) expect(SERVICES.some((s) => variablesOf(s).includes(key)), key).toBe(true);
   });
 
+  it('gives every service that runs several pods one event store: EVENTSTORE_URL from the Secret, not optional', () => {
+    const scaledTo = (workload: Manifest) =>
+      Math.max(
+        workload.spec.replicas ?? 1,
+        ...docs.filter((d) => d.kind === 'HorizontalPodAutoscaler' && d.spec.scaleTargetRef.name === workload.metadata.name).map((h) => h.spec.maxReplicas),
+      );
+    const several = SERVICES.filter((name) => variablesOf(name).includes('EVENTSTORE_URL') && scaledTo(containerOf(docs, name).workload) > 1);
+    expect(several.sort()).toEqual(['billing', 'chat', 'video', 'webhook']);
+    for (const name of several) {
+      // Without it each pod would append to a SQLite file of its own under DATA_DIR: a log no other replica reads.
+      const ref = containerOf(docs, name).container.env!.find((e) => e.name === 'EVENTSTORE_URL')!.valueFrom?.secretKeyRef;
+      expect(ref, name).toEqual({ name: 'oc-secrets', key: 'EVENTSTORE_URL' });
+      expect(secrets, name).toHaveProperty('EVENTSTORE_URL');
+    }
+  });
+
   it.each(SERVICES)("probes %s on the code's paths and the port it answers on, with resources and a writable data directory", (name) => {
     const { workload, container } = containerOf(docs, name);
     const env = kubernetesEnvironment(docs, container);
@@ -335,18 +351,21 @@ describe('deploy/k8s', () => {
     if (env.DATA_DIR) expect(container.volumeMounts?.map((m) => m.mountPath), `${name} mounts DATA_DIR`).toContain(env.DATA_DIR);
   });
 
-  it('scales the gateway and chat workers, keeps budgets for disruptions, and routes the Service to the API port', () => {
+  it('scales every service, keeps a budget for disruptions for each, and routes the Service to the API port', () => {
+    const every = SERVICES.map((s) => `oc-${s}`).sort();
     const targets = docs.filter((d) => d.kind === 'HorizontalPodAutoscaler').map((h) => h.spec.scaleTargetRef);
     for (const target of targets) expect(workloads(docs).some((w) => w.kind === target.kind && w.metadata.name === target.name), target.name).toBe(true);
-    expect(targets.map((t) => t.name).sort()).toEqual(['oc-chat', 'oc-gateway']);
+    expect(targets.map((t) => t.name).sort()).toEqual(every);
 
     const budgets = docs.filter((d) => d.kind === 'PodDisruptionBudget');
-    expect(budgets.map((b) => b.metadata.name).sort()).toEqual(['oc-chat', 'oc-gateway']);
+    expect(budgets.map((b) => b.metadata.name).sort()).toEqual(every);
     for (const budget of budgets) {
       const selected = workloads(docs).filter((w) =>
         Object.entries(budget.spec.selector.matchLabels).every(([k, v]) => w.spec.template.metadata.labels[k] === v),
       );
       expect(selected, budget.metadata.name).toHaveLength(1);
+      // A budget that let no replica go would block node drains.
+      if (budget.spec.minAvailable !== undefined) expect(budget.spec.minAvailable, budget.metadata.name).toBeLessThan(selected[0].spec.replicas);
     }
 
     const gatewayService = docs.find((d) => d.kind === 'Service' && d.metadata.name === 'oc-gateway');
