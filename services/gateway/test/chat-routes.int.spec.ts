@@ -75,10 +75,10 @@ beforeAll(async () => {
 });
 afterAll(() => closeAll());
 
-const streamed = (signal?: AbortSignal) =>
+const streamed = (signal?: AbortSignal, as = key) =>
   fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${as}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'chat-2', stream: true, messages: [{ role: 'user', content: 'Hi' }] }),
     ...(signal ? { signal } : {}),
   });
@@ -142,10 +142,26 @@ describe('streamed completions through the gateway', () => {
   });
 
   it("refuses an organization's completions beyond its in-flight bound with 429, and takes them again once one ends", async () => {
-    script = () => {};
-    const first = await streamed();
-    const second = await streamed();
-    const refused = await streamed();
+    // The first two streams are kept alive by a frame every 20 ms (the idle timeout is 200 ms), however slowly
+    // a loaded machine gets to the third request; then they are ended.
+    const open = new Map<string, number>();
+    script = (streamTo) => void open.set(streamTo, 0);
+    const frame = (streamTo: string, kind: 'data' | 'end') => {
+      const seq = open.get(streamTo)!;
+      open.set(streamTo, seq + 1);
+      broker.publish(streamTo, kind === 'data' ? { kind, seq, data: chunk('.') } : { kind, seq, usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } });
+    };
+    const alive = setInterval(() => {
+      for (const streamTo of open.keys()) frame(streamTo, 'data');
+    }, 20);
+    // An organization of its own: the streams earlier tests left to their idle timeout still count for theirs.
+    const org = unwrap(await services.request<{ id: string }>(Subjects.billing.createOrganization, { name: 'Solo', tier: 'standard' }));
+    const own = unwrap(
+      await services.request<CreatedApiKey>(Subjects.billing.createApiKey, { org_id: org.id, name: 'k', mode: 'live', scopes: ['chat:write'] }),
+    ).key;
+    const first = await streamed(undefined, own);
+    const second = await streamed(undefined, own);
+    const refused = await streamed(undefined, own);
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toBe('1');
     expect(await refused.json()).toEqual({
@@ -155,9 +171,13 @@ describe('streamed completions through the gateway', () => {
         message: 'Rate limit exceeded (2 completions in flight per organization). Please retry in 1 seconds.',
       },
     });
-    // Both streams end (silent, they time out); then there is room again.
-    await Promise.all([first.text(), second.text()]);
-    const again = await streamed();
+    clearInterval(alive);
+    for (const streamTo of open.keys()) frame(streamTo, 'end');
+    expect(await first.text()).toMatch(/data: \[DONE\]\n\n$/);
+    expect(await second.text()).toMatch(/data: \[DONE\]\n\n$/);
+    // Both streams ended: there is room again.
+    script = () => {};
+    const again = await streamed(undefined, own);
     expect(again.status).toBe(200);
     await again.text();
   });
