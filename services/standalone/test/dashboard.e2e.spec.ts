@@ -11,7 +11,7 @@ import { CHROMIUM, CHROMIUM_ARGS, chromiumInstalled } from './chromium';
 
 const ADMIN_TOKEN = 'dashboard-admin-token-0123456789';
 const PASSWORD = 'correct horse battery staple';
-/** Screenshots of every page: kept by CI as artifacts, ignored by git. */
+/** Screenshots of every page, left in the working copy (ignored by git; CI uploads nothing). */
 const ARTIFACTS = resolve(import.meta.dirname, '../../../test-artifacts/dashboard');
 
 /**
