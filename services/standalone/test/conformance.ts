@@ -10,8 +10,9 @@ interface Operation {
 
 /**
  * Checks a live answer against the service's own OpenAPI document (`/openapi.json`): its status is
- * documented, a JSON body matches the schema of that status (the error shape for every 4xx and 5xx), another
- * body has a documented media type, and every `/v1` answer carries the rate-limit headers.
+ * documented for the operation (errors included), a JSON body matches the schema of that status (the error
+ * shape for every 4xx and 5xx), another body has a documented media type, and every `/v1` answer carries the
+ * rate-limit headers. An error from a path or method no operation has (404, 405) needs only the error shape.
  */
 class Conformance {
   private readonly operations: Operation[];
@@ -49,6 +50,7 @@ class Conformance {
       }
     }
     if (status >= 400) {
+      if (found && !found.op.responses[String(status)]) problems.push(`${what}: status not documented for ${found.method} ${found.path}`);
       if (type !== 'application/json') return [...problems, `${what}: an error answered as '${type}'`];
       const problem = this.validate(this.errorSchema, JSON.parse(text));
       return problem ? [...problems, `${what}: not the error shape: ${problem}`] : problems;
