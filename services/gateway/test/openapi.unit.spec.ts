@@ -57,6 +57,8 @@ describe('the OpenAPI document', () => {
     expect(errors('/v1/account/balance', 'get')).toEqual(['401', '429', '500', '503']);
     expect(errors('/admin/v1/organizations/{org_id}/members', 'post')).toEqual(['400', '401', '404', '409', '413', '415', '429', '500', '503']);
     expect(errors('/console/v1/sessions', 'post')).toEqual(['400', '401', '403', '413', '415', '429', '500', '503']);
+    // A cursor may name nothing.
+    expect(errors('/v1/videos', 'get')).toEqual(['400', '401', '403', '404', '429', '500', '503']);
     for (const methods of Object.values(doc.paths) as Record<string, any>[]) {
       for (const op of Object.values(methods)) expect(op.responses.default).toBeUndefined();
     }

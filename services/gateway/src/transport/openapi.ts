@@ -43,7 +43,9 @@ function errorStatuses(route: Route<unknown>, security: 'apiKey' | 'adminToken' 
   if (body) statuses.add(413).add(415);
   if (security) statuses.add(401);
   if ((security === 'apiKey' && route.scope) || security === 'consoleSession') statuses.add(403);
-  if (route.path.includes(':')) statuses.add(404);
+  // A path parameter, or a cursor (`after`), may name nothing.
+  const cursor = doc?.query && 'after' in ((schemaOf(doc.query, 'input').properties ?? {}) as object);
+  if (route.path.includes(':') || cursor) statuses.add(404);
   if (doc?.idempotent) statuses.add(409);
   if (doc?.ranges) statuses.add(416);
   return [...statuses].sort((a, b) => a - b);
