@@ -32,19 +32,19 @@ function commandsOf(help: string) {
       // What follows two spaces and a parenthesis explains; it names no option of its own.
       const tokens = line.trim().replace(/\s{2,}\(.*$/, '').split(/\s+/).slice(1);
       const words: string[] = [];
+      const args: string[] = [];
       const options = new Set<string>();
-      let args = 0;
       let depth = 0;
       let valueNext = false;
       for (const token of tokens) {
         const option = /^\[?--([a-z-]+)/.exec(token)?.[1];
         if (option) options.add(option);
-        else if (depth === 0 && !valueNext && /^[A-Z][A-Z_]*$/.test(token)) args++;
-        else if (depth === 0 && !valueNext && args === 0 && options.size === 0 && /^[a-z-]+$/.test(token)) words.push(token);
+        else if (depth === 0 && !valueNext && /^[A-Z][A-Z_]*$/.test(token)) args.push(token);
+        else if (depth === 0 && !valueNext && args.length === 0 && options.size === 0 && /^[a-z-]+$/.test(token)) words.push(token);
         valueNext = option !== undefined && !FLAGS.has(option) && !token.endsWith(']');
         depth += (token.match(/\[/g) ?? []).length - (token.match(/\]/g) ?? []).length;
       }
-      return { name: `${words.join(' ')}${args ? ` ${args} argument${args > 1 ? 's' : ''}` : ''}`, words, args, options };
+      return { name: [...words, ...args].join(' '), words, args: args.length, options };
     });
   const global = [...help.matchAll(/^ {2}--([a-z-]+)/gm)].map((m) => m[1]!);
   return { commands, global };
