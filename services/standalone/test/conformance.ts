@@ -80,3 +80,15 @@ export async function expectConformance(baseUrl: string, method: string, url: UR
   const problems = (await conformance).problems(method, url, status, headers, text);
   if (problems.length > 0) throw new Error(`The answer does not match the OpenAPI document:\n${problems.join('\n')}`);
 }
+
+/**
+ * fetch for what the test client cannot send (a form, a Range, a cookie), with the answer checked against the
+ * OpenAPI document as the client's are; the Response returned reads as the original would.
+ */
+export async function conformingFetch(baseUrl: string, url: string | URL, init: RequestInit = {}): Promise<Response> {
+  const res = await fetch(url, init);
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  const json = /^application\/json/.test(res.headers.get('content-type') ?? '');
+  await expectConformance(baseUrl, init.method ?? 'GET', new URL(url), res.status, res.headers, json ? new TextDecoder().decode(bytes) : '');
+  return new Response(res.status === 204 || res.status === 304 ? null : bytes, { status: res.status, statusText: res.statusText, headers: res.headers });
+}
