@@ -183,7 +183,7 @@ export class ConsoleSessions {
 export function secureCookieFor(req: Request): boolean {
   if (req.protocol === 'https') return true;
   const host = req.hostname;
-  return !(host === 'localhost' || host.endsWith('.localhost') || host === '[::1]' || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host));
+  return !(host === 'localhost' || host.endsWith('.localhost') || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host));
 }
 
 /** Derived from the session token, which the page cannot read (HttpOnly); a cross-site page cannot learn either. */
