@@ -93,8 +93,6 @@ function processEnv(service, n) {
       PORT: String(port + n - 1),
       HOST: host,
       ADMIN_TOKEN: admin.token,
-      // As in `pnpm start`: the console is reached over plain http://127.0.0.1, where a Secure cookie would be dropped.
-      CONSOLE_COOKIE_SECURE: env.CONSOLE_COOKIE_SECURE ?? '0',
     };
   }
   return {

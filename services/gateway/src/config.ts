@@ -9,8 +9,11 @@ export const GatewayLimitsConfigSchema = z.object({
   /** Failed authentications one client address may make per minute before it is answered 429 without a key lookup. */
   AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(DEFAULT_AUTH_FAILURES_PER_MINUTE),
   /**
-   * `Secure` on the console's session cookie. Unset: on for the gateway's own process, off for standalone (a
-   * developer's machine on plain http://127.0.0.1, where a browser would drop a Secure cookie).
+   * `Secure` on the console's session cookie: 1 always, 0 never. Unset: on, except for a browser that came over
+   * plain http to a loopback name (a developer's machine), in either run mode.
    */
   CONSOLE_COOKIE_SECURE: z.enum(['0', '1']).optional().describe('0 or 1'),
 });
+
+/** `CONSOLE_COOKIE_SECURE` as the gateway takes it: undefined leaves it to each request. */
+export const cookieSecure = (setting: '0' | '1' | undefined) => (setting === undefined ? undefined : setting === '1');

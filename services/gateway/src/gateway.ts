@@ -28,7 +28,7 @@ export interface GatewayOptions {
   chatInFlightPerOrganization?: number;
   /** See `AUTH_FAILURES_PER_MINUTE`. */
   authFailuresPerMinute?: number;
-  /** `Secure` on the console's session cookie (`CONSOLE_COOKIE_SECURE`); on unless said otherwise. */
+  /** `Secure` on the console's session cookie always or never (`CONSOLE_COOKIE_SECURE`); unset, per request (`secureCookieFor`). */
   consoleSecureCookie?: boolean;
   /** scrypt's cost for members' passwords; tests may lower it. */
   passwordSettings?: PasswordSettings;
@@ -59,7 +59,7 @@ export async function createGateway(options: GatewayOptions) {
     limits: options.limits,
     hasher: passwords,
     adminToken: options.adminToken,
-    secureCookie: options.consoleSecureCookie ?? true,
+    ...(options.consoleSecureCookie === undefined ? {} : { secureCookie: options.consoleSecureCookie }),
   });
   const app = createGatewayApp({
     services,

@@ -5,6 +5,7 @@ import { createLogger } from '@oc/telemetry';
 import { Redis } from 'ioredis';
 import pkg from '../package.json' with { type: 'json' };
 import { RateLimits, redisReady } from './application/rate-limits';
+import { cookieSecure } from './config';
 import { createGateway } from './gateway';
 import { gatewayProcessConfig } from './process-config';
 
@@ -28,7 +29,7 @@ const gateway = await createGateway({
   trustedProxies: config.TRUSTED_PROXIES,
   chatInFlightPerOrganization: config.CHAT_MAX_IN_FLIGHT_PER_ORG,
   authFailuresPerMinute: config.AUTH_FAILURES_PER_MINUTE,
-  consoleSecureCookie: config.CONSOLE_COOKIE_SECURE !== '0',
+  consoleSecureCookie: cookieSecure(config.CONSOLE_COOKIE_SECURE),
 });
 const server = await gateway.listen(config.PORT, config.HOST, config);
 logger.info({ port: config.PORT }, 'gateway listening');

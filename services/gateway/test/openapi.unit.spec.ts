@@ -49,6 +49,21 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it('lists the error statuses each operation may answer, and no catch-all', () => {
+    const doc = document() as any;
+    const errors = (path: string, method: string) => Object.keys(doc.paths[path][method].responses).filter((s) => s >= '400');
+    expect(errors('/v1/videos', 'post')).toEqual(['400', '401', '402', '403', '409', '413', '415', '422', '429', '500', '503']);
+    expect(errors('/v1/videos/{id}/content', 'get')).toEqual(['400', '401', '403', '404', '410', '416', '429', '500', '503']);
+    expect(errors('/v1/account/balance', 'get')).toEqual(['401', '429', '500', '503']);
+    expect(errors('/admin/v1/organizations/{org_id}/members', 'post')).toEqual(['400', '401', '404', '409', '413', '415', '429', '500', '503']);
+    expect(errors('/console/v1/sessions', 'post')).toEqual(['400', '401', '403', '413', '415', '429', '500', '503']);
+    // A cursor may name nothing.
+    expect(errors('/v1/videos', 'get')).toEqual(['400', '401', '403', '404', '429', '500', '503']);
+    for (const methods of Object.values(doc.paths) as Record<string, any>[]) {
+      for (const op of Object.values(methods)) expect(op.responses.default).toBeUndefined();
+    }
+  });
+
   it('documents the request headers the routes honour', () => {
     const doc = document() as any;
     const names = (path: string, method: string) => doc.paths[path][method].parameters.map((p: { name: string }) => p.name);

@@ -3,7 +3,7 @@ import 'reflect-metadata';
 import type { AddressInfo } from 'node:net';
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { clockFromShared, type ShareableClock } from '@oc/contracts';
-import { createGateway, RateLimits, redisReady } from '@oc/gateway';
+import { cookieSecure, createGateway, RateLimits, redisReady } from '@oc/gateway';
 import { ThreadServiceClient, traceServiceClient } from '@oc/messaging';
 import { createLogger } from '@oc/telemetry';
 import type { StandaloneConfig } from './config';
@@ -46,7 +46,7 @@ async function run(data: GatewayThreadData) {
     trustedProxies: config.TRUSTED_PROXIES,
     chatInFlightPerOrganization: config.CHAT_MAX_IN_FLIGHT_PER_ORG,
     authFailuresPerMinute: config.AUTH_FAILURES_PER_MINUTE,
-    consoleSecureCookie: config.CONSOLE_COOKIE_SECURE === '1',
+    consoleSecureCookie: cookieSecure(config.CONSOLE_COOKIE_SECURE),
   });
   const server = await gateway.listen(config.PORT, config.HOST, config);
   const tell = (event: GatewayThreadEvent) => parentPort!.postMessage(event);

@@ -12,6 +12,7 @@ import type { Route } from '../../gateway/src/transport/routes';
 import { v1Routes } from '../../gateway/src/transport/v1-routes';
 import { httpReceiver, type Receiver } from '../../webhook/test/support';
 import { clientFor } from './client';
+import { conformingFetch } from './conformance';
 import { embedded, type RunningService } from './harness';
 
 const publicRoutes = v1Routes('test', Date.now) as Route<unknown>[];
@@ -204,14 +205,18 @@ describe('access, from the route table', () => {
     const sessions: Record<'owner' | 'stranger' | 'operator', { cookie: string; csrf: string }> = {} as never;
     let ownerKeyId = '';
     const signIn = async (body: unknown) => {
-      const res = await fetch(`${service.url}/console/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const res = await conformingFetch(service.url, `${service.url}/console/v1/sessions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       expect(res.status).toBe(200);
       return { cookie: res.headers.get('set-cookie')!.split(';')[0]!, csrf: ((await res.json()) as { csrf_token: string }).csrf_token };
     };
     const call = async (who: keyof typeof sessions | null, route: Route<unknown>, path: string) => {
       const session = who ? sessions[who] : undefined;
       const body = route.method === 'PATCH' ? { is_active: true } : route.method === 'POST' ? {} : undefined;
-      const res = await fetch(`${service.url}${path}`, {
+      const res = await conformingFetch(service.url, `${service.url}${path}`, {
         method: route.method,
         headers: { ...(session ? { cookie: session.cookie, 'x-csrf-token': session.csrf } : {}), ...(body ? { 'content-type': 'application/json' } : {}) },
         ...(body ? { body: JSON.stringify(body) } : {}),

@@ -10,8 +10,9 @@ interface Operation {
 
 /**
  * Checks a live answer against the service's own OpenAPI document (`/openapi.json`): its status is
- * documented, a JSON body matches the schema of that status (the error shape for every 4xx and 5xx), another
- * body has a documented media type, and every `/v1` answer carries the rate-limit headers.
+ * documented for the operation (errors included), a JSON body matches the schema of that status (the error
+ * shape for every 4xx and 5xx), another body has a documented media type, and every `/v1` answer carries the
+ * rate-limit headers. An error from a path or method no operation has (404, 405) needs only the error shape.
  */
 class Conformance {
   private readonly operations: Operation[];
@@ -49,6 +50,7 @@ class Conformance {
       }
     }
     if (status >= 400) {
+      if (found && !found.op.responses[String(status)]) problems.push(`${what}: status not documented for ${found.method} ${found.path}`);
       if (type !== 'application/json') return [...problems, `${what}: an error answered as '${type}'`];
       const problem = this.validate(this.errorSchema, JSON.parse(text));
       return problem ? [...problems, `${what}: not the error shape: ${problem}`] : problems;
@@ -77,4 +79,16 @@ export async function expectConformance(baseUrl: string, method: string, url: UR
   }
   const problems = (await conformance).problems(method, url, status, headers, text);
   if (problems.length > 0) throw new Error(`The answer does not match the OpenAPI document:\n${problems.join('\n')}`);
+}
+
+/**
+ * fetch for what the test client cannot send (a form, a Range, a cookie), with the answer checked against the
+ * OpenAPI document as the client's are; the Response returned reads as the original would.
+ */
+export async function conformingFetch(baseUrl: string, url: string | URL, init: RequestInit = {}): Promise<Response> {
+  const res = await fetch(url, init);
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  const json = /^application\/json/.test(res.headers.get('content-type') ?? '');
+  await expectConformance(baseUrl, init.method ?? 'GET', new URL(url), res.status, res.headers, json ? new TextDecoder().decode(bytes) : '');
+  return new Response(res.status === 204 || res.status === 304 ? null : bytes, { status: res.status, statusText: res.statusText, headers: res.headers });
 }

@@ -1,14 +1,20 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { scryptSync } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadStandaloneConfig } from '../src/config';
 import { type Standalone, startStandalone } from '../src/standalone';
+import { expectConformance } from './conformance';
 
 const ADMIN_TOKEN = 'console-admin-token-0123456789';
 const PASSWORD = 'correct horse battery staple';
 
-/** A browser's view of the console API: one cookie jar, the CSRF token it was given, and the Origin it sends. */
+/**
+ * A browser's view of the console API: one cookie jar, the CSRF token it was given, and the Origin it sends.
+ * Every answer is checked against the OpenAPI document, as the test client checks `/v1`'s.
+ */
 function browser(base: string) {
   let cookie = '';
   let csrf = '';
@@ -20,6 +26,7 @@ function browser(base: string) {
     const set = res.headers.get('set-cookie');
     if (set) cookie = set.split(';')[0]!.endsWith('=') ? '' : set.split(';')[0]!;
     const text = await res.text();
+    await expectConformance(base, method, new URL(path, base), res.status, res.headers, text);
     let json: any;
     try {
       json = JSON.parse(text);
@@ -32,6 +39,23 @@ function browser(base: string) {
   return { call, cookie: () => cookie, setCookie: (c: string) => (cookie = c) };
 }
 
+/** An operator's sign-in sent with these headers (a browser's Host, a proxy's X-Forwarded-Proto): its Set-Cookie. */
+function signInCookie(base: string, headers: Record<string, string>): Promise<string> {
+  const body = JSON.stringify({ admin_token: ADMIN_TOKEN });
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${base}/console/v1/sessions`,
+      { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...headers } },
+      (res) => {
+        res.resume();
+        res.on('end', () => (res.statusCode === 200 ? resolve(String(res.headers['set-cookie'])) : reject(new Error(`sign-in: ${res.statusCode}`))));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
 describe('the console API (/console/v1) on a running service', () => {
   let dir: string;
   let app: Standalone;
@@ -41,7 +65,9 @@ describe('the console API (/console/v1) on a running service', () => {
       headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
       ...(body ? { body: JSON.stringify(body) } : {}),
     });
-    return { status: res.status, body: (await res.json()) as any };
+    const text = await res.text();
+    await expectConformance(app.url, method, new URL(`/admin/v1${path}`, app.url), res.status, res.headers, text);
+    return { status: res.status, body: JSON.parse(text) as any };
   };
   let acme: string;
   let globex: string;
@@ -75,6 +101,60 @@ describe('the console API (/console/v1) on a running service', () => {
     const list = await admin('GET', `/organizations/${acme}/members`);
     expect(list.body.data.map((m: { email: string }) => m.email)).toEqual(['ada@acme.test']);
     expect(JSON.stringify(list.body)).not.toMatch(/scrypt|password/);
+  });
+
+  it('keeps a member\u2019s password only as a scrypt hash at one of OWASP\u2019s settings, which verifies it', async () => {
+    // Everything the service wrote: the event log, the read models, their write-ahead logs.
+    const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+    const files = await Promise.all(entries.filter((e) => e.isFile()).map((e) => readFile(join(e.parentPath, e.name))));
+    const written = Buffer.concat(files).toString('latin1');
+    expect(written).not.toContain(PASSWORD);
+    const hashes = new Set([...written.matchAll(/\$scrypt\$ln=\d+,r=\d+,p=\d+\$[A-Za-z0-9_-]+\$[A-Za-z0-9_-]+/g)].map((m) => m[0]));
+    // Ada's and Bob's (the short password was refused).
+    expect(hashes.size).toBe(2);
+    for (const hash of hashes) {
+      const [, settings, salt, key] = hash.slice(1).split('$');
+      const { ln, r, p } = Object.fromEntries(settings!.split(',').map((s) => s.split('=')).map(([k, v]) => [k, Number(v)]));
+      // N = 2^15, r = 8, p = 3 or costlier: 32 MiB and about a tenth of a second per guess, not a fast hash.
+      expect(ln).toBeGreaterThanOrEqual(15);
+      expect(r).toBe(8);
+      expect(p).toBeGreaterThanOrEqual(3);
+      const derive = (password: string) =>
+        scryptSync(password, Buffer.from(salt!, 'base64url'), 32, { N: 2 ** ln!, r, p, maxmem: 256 * 2 ** ln! * r! }).toString('base64url');
+      expect(derive(PASSWORD)).toBe(key);
+      expect(derive(`${PASSWORD}!`)).not.toBe(key);
+    }
+  });
+
+  it('marks the cookie Secure unless the browser came over plain http to a loopback name', async () => {
+    const secure = (cookie: string) => /; Secure(;|$)/.test(cookie);
+    const port = new URL(app.url).port;
+    // A developer's own machine, where a browser may drop a Secure cookie.
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]) expect(secure(await signInCookie(app.url, { host })), host).toBe(false);
+    // Any other name: a deployment, whichever process serves it.
+    expect(secure(await signInCookie(app.url, { host: 'console.example.com' }))).toBe(true);
+    // X-Forwarded-Proto counts only from a trusted proxy.
+    expect(secure(await signInCookie(app.url, { 'x-forwarded-proto': 'https' }))).toBe(false);
+
+    // Behind a trusted proxy that terminates TLS; and CONSOLE_COOKIE_SECURE=0 (plain http across a network) overriding it all.
+    for (const [settings, expected] of [
+      [{ TRUSTED_PROXIES: 'loopback' }, { https: true, loopback: false, elsewhere: true }],
+      [{ TRUSTED_PROXIES: 'loopback', CONSOLE_COOKIE_SECURE: '0' }, { https: false, loopback: false, elsewhere: false }],
+    ] as const) {
+      const other = await startStandalone({
+        config: loadStandaloneConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: await mkdtemp(join(dir, 'cookie-')), ADMIN_TOKEN, LOG_LEVEL: 'silent', ...settings }),
+      });
+      try {
+        const seen = {
+          https: secure(await signInCookie(other.url, { 'x-forwarded-proto': 'https' })),
+          loopback: secure(await signInCookie(other.url, {})),
+          elsewhere: secure(await signInCookie(other.url, { host: 'console.example.com' })),
+        };
+        expect(seen, JSON.stringify(settings)).toEqual(expected);
+      } finally {
+        await other.close();
+      }
+    }
   });
 
   it('signs a member in with an HttpOnly, SameSite cookie and shows only its organization', async () => {

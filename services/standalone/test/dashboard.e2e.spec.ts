@@ -11,7 +11,7 @@ import { CHROMIUM, CHROMIUM_ARGS, chromiumInstalled } from './chromium';
 
 const ADMIN_TOKEN = 'dashboard-admin-token-0123456789';
 const PASSWORD = 'correct horse battery staple';
-/** Screenshots of every page: kept by CI as artifacts, ignored by git. */
+/** Screenshots of every page, left in the working copy (ignored by git; CI uploads nothing). */
 const ARTIFACTS = resolve(import.meta.dirname, '../../../test-artifacts/dashboard');
 
 /**
@@ -66,6 +66,24 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
     return page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth <= (globalThis as any).innerWidth);
   };
 
+  /**
+   * WCAG's contrast: every visible piece of text at 4.5:1 against what is behind it (3:1 when large), and the
+   * focus outline of everything Tab reaches at 3:1 against the background around it (1.4.11), from the
+   * computed colours, backgrounds composited up to the page.
+   */
+  const contrastProblems = async (where: string): Promise<string[]> => {
+    const text = await page.evaluate(auditContrast, 'text' as const);
+    // Tab through the page from its top, as a keyboard user does, until focus comes back round.
+    await page.evaluate(auditContrast, 'reset' as const);
+    const focus: string[] = [];
+    for (let presses = 0; presses < 150; presses++) {
+      await page.keyboard.press('Tab');
+      const step = await page.evaluate(auditContrast, 'focus' as const);
+      if (step[0] === 'done') break;
+      focus.push(...step);
+    }
+    return [...text, ...focus].map((problem) => `${where}: ${problem}`);
+  };
 
   async function signIn(email: string) {
     await page.goto(`${app.url}/dashboard/`);
@@ -233,6 +251,16 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
     await shot('overview');
   });
 
+  it('keeps text at 4.5:1 and the focus outline at 3:1 on every page', async () => {
+    const problems: string[] = [];
+    for (const label of ['Overview', 'API keys', 'Videos', 'Chat sessions', 'Webhooks', 'Ledger']) {
+      await go(label);
+      await expect.poll(() => page.getByText(/^Loading /).count()).toBe(0);
+      problems.push(...(await contrastProblems(label)));
+    }
+    expect(problems).toEqual([]);
+  });
+
   it('fits a 375 px wide screen', async () => {
     await page.setViewportSize({ width: 375, height: 800 });
     await page.goto(`${app.url}/dashboard/`);
@@ -288,11 +316,13 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
   });
 
   it('lets an operator sign in with the admin token, see every organization and add credit', async () => {
+    expect(await contrastProblems('Sign-in')).toEqual([]);
     await page.getByRole('button', { name: 'Sign in as an operator' }).click();
     await page.getByLabel('Admin token').fill(ADMIN_TOKEN);
     await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     await page.getByRole('heading', { level: 1, name: 'Organizations' }).waitFor();
     await page.getByRole('link', { name: 'Globex' }).waitFor();
+    expect(await contrastProblems('Organizations')).toEqual([]);
     await shot('organizations');
     await page.getByRole('link', { name: 'Acme' }).click();
     await page.getByRole('heading', { level: 1, name: 'Acme' }).waitFor();
@@ -303,7 +333,113 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
     await shot('organization');
   });
 
+  it('lets an operator create an organization, make it enterprise and give it a custom limit', async () => {
+    await page.getByRole('link', { name: 'All organizations' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Organizations' }).waitFor();
+    await page.getByLabel('Name').fill('Initech');
+    await page.getByRole('combobox', { name: 'Tier', exact: true }).selectOption('standard');
+    await page.getByRole('button', { name: 'Create', exact: true }).click();
+    await page.getByRole('link', { name: 'Initech' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Initech' }).waitFor();
+    const limit = (name: string) => page.getByTestId(`limit-${name}`).textContent();
+    // Standard's figures until the tier changes.
+    await expect.poll(() => limit('requests_per_minute')).toBe('100');
+    expect(await page.locator('.figure.tier').textContent()).toBe('standard');
+
+    await page.getByRole('combobox', { name: 'Tier', exact: true }).selectOption('enterprise');
+    await page.getByRole('button', { name: 'Change tier' }).click();
+    await expect.poll(() => page.locator('.figure.tier').textContent()).toBe('enterprise');
+    await expect.poll(() => limit('requests_per_minute')).toBe('2,000');
+
+    await page.getByRole('textbox', { name: 'requests per minute', exact: true }).fill('45');
+    await page.getByRole('textbox', { name: 'chat tokens per day', exact: true }).fill('250000');
+    await page.getByRole('button', { name: 'Set limits' }).click();
+    await expect.poll(() => limit('requests_per_minute')).toBe('45');
+    expect(await limit('chat_tokens_per_day')).toBe('250,000');
+    // What the page shows is what the API holds: the new organization's limits, the others the tier's.
+    const [initech] = (await admin('GET', '/organizations?limit=100')).data.filter((o: { name: string }) => o.name === 'Initech');
+    expect(initech).toMatchObject({ tier: 'enterprise', limits: { requests_per_minute: 45, chat_tokens_per_day: 250_000, requests_per_day: 1_000_000 } });
+    expect(await contrastProblems('Organization')).toEqual([]);
+    await shot('organization-enterprise');
+  });
+
   it('logged no error in the browser console', () => {
     expect(consoleErrors).toEqual([]);
   });
 });
+
+/**
+ * In the page: `text` lists text below 4.5:1 (3:1 when large); `focus` checks the focused element's outline
+ * (`done` once Tab has come back round); `reset` forgets the elements seen and moves the start of the Tab
+ * order to the top of the page.
+ */
+function auditContrast(mode: 'text' | 'focus' | 'reset'): string[] {
+  // This runs in the browser; the test's own TypeScript has no DOM types.
+  const g = globalThis as any;
+  const rgba = (css: string): number[] => {
+    const [r = 0, gr = 0, b = 0, a = 1] = (css.match(/[\d.]+/g) ?? []).map(Number);
+    return [r, gr, b, a];
+  };
+  const over = (top: number[], below: number[]) => [0, 1, 2].map((i) => top[i]! * top[3]! + below[i]! * (1 - top[3]!)).concat(1);
+  const luminance = (c: number[]) =>
+    [0, 1, 2]
+      .map((i) => c[i]! / 255)
+      .map((v) => (v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4))
+      .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i]!, 0);
+  const ratio = (a: number[], b: number[]) => {
+    const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+    return (hi! + 0.05) / (lo! + 0.05);
+  };
+  const background = (element: any): number[] => {
+    const layers: number[][] = [];
+    for (let e = element; e; e = e.parentElement) {
+      const layer = rgba(g.getComputedStyle(e).backgroundColor);
+      if (layer[3]! > 0) layers.push(layer);
+      if (layer[3] === 1) break;
+    }
+    return layers.reverse().reduce((below, top) => over(top, below), [255, 255, 255, 1]);
+  };
+  const hex = (c: number[]) => `#${c.slice(0, 3).map((v) => Math.round(v).toString(16).padStart(2, '0')).join('')}`;
+  const label = (e: any) => `${e.tagName.toLowerCase()} "${(e.textContent || e.value || e.getAttribute('aria-label') || e.id || '').trim().slice(0, 30)}"`;
+
+  if (mode === 'reset') {
+    g.focusSeen = new g.WeakSet();
+    // Focusing the body (focusable for a moment) is what makes the next Tab start from the top.
+    const body = g.document.body;
+    body.tabIndex = -1;
+    body.focus();
+    body.removeAttribute('tabindex');
+    return [];
+  }
+  if (mode === 'focus') {
+    const e = g.document.activeElement;
+    if (!e || e === g.document.body || g.focusSeen.has(e)) return ['done'];
+    g.focusSeen.add(e);
+    const style = g.getComputedStyle(e);
+    if (style.outlineStyle === 'none' || parseFloat(style.outlineWidth) < 2) return [`focus on ${label(e)}: no outline`];
+    // The outline is drawn outside the element (offset), over its parent's background.
+    const bg = background(e.parentElement);
+    const outline = rgba(style.outlineColor);
+    const got = ratio(outline, bg);
+    return got < 3 ? [`focus on ${label(e)}: ${got.toFixed(2)}:1, ${hex(outline)} on ${hex(bg)}`] : [];
+  }
+  const problems: string[] = [];
+  for (const e of g.document.querySelectorAll('body *')) {
+    const ownText = [...e.childNodes].some((n: any) => n.nodeType === 3 && n.textContent.trim() !== '');
+    const field = e.matches('input:not([type=checkbox]):not([type=radio]):not([type=hidden]), select, textarea');
+    if (!ownText && !field) continue;
+    const rect = e.getBoundingClientRect();
+    const style = g.getComputedStyle(e);
+    // Out of sight, for screen readers only, or disabled (WCAG leaves inactive controls out).
+    if (rect.width <= 1 || rect.height <= 1 || style.visibility === 'hidden' || e.closest(':disabled, .visually-hidden')) continue;
+    // A chart's labels are SVG text, coloured by `fill` over the chart's background.
+    const svg = e.closest('svg');
+    const bg = background(svg ?? e);
+    const fg = over(rgba(svg ? style.fill : style.color), bg);
+    const size = parseFloat(style.fontSize);
+    const large = size >= 24 || (size >= 18.66 && Number(style.fontWeight) >= 700);
+    const got = ratio(fg, bg);
+    if (got < (large ? 3 : 4.5)) problems.push(`text ${label(e)}: ${got.toFixed(2)}:1, ${hex(fg)} on ${hex(bg)}`);
+  }
+  return problems;
+}

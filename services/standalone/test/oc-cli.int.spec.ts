@@ -14,8 +14,61 @@ const ROOT = resolve(import.meta.dirname, '../../..');
 const ADMIN_TOKEN = 'cli-admin-token-0123456789';
 const PROMPT = 'A paper boat drifting down a rainy street';
 
+/** Every command line `oc` ran in this file, to show at the end that every command and option was run. */
+const ran: string[][] = [];
+
+/** Options that take no value; every other option is followed by its value. */
+const FLAGS = new Set(['json', 'help', 'wait', 'test', 'print-secret']);
+
+/**
+ * The commands `oc help` lists, each with the options its usage names (`oc balance` and `oc balance ORG_ID`
+ * are two), and the global options.
+ */
+function commandsOf(help: string) {
+  const commands = help
+    .split('\n')
+    .filter((line) => line.startsWith('  oc '))
+    .map((line) => {
+      // What follows two spaces and a parenthesis explains; it names no option of its own.
+      const tokens = line.trim().replace(/\s{2,}\(.*$/, '').split(/\s+/).slice(1);
+      const words: string[] = [];
+      const args: string[] = [];
+      const options = new Set<string>();
+      let depth = 0;
+      let valueNext = false;
+      for (const token of tokens) {
+        const option = /^\[?--([a-z-]+)/.exec(token)?.[1];
+        if (option) options.add(option);
+        else if (depth === 0 && !valueNext && /^[A-Z][A-Z_]*$/.test(token)) args.push(token);
+        else if (depth === 0 && !valueNext && args.length === 0 && options.size === 0 && /^[a-z-]+$/.test(token)) words.push(token);
+        valueNext = option !== undefined && !FLAGS.has(option) && !token.endsWith(']');
+        depth += (token.match(/\[/g) ?? []).length - (token.match(/\]/g) ?? []).length;
+      }
+      return { name: [...words, ...args].join(' '), words, args: args.length, options };
+    });
+  const global = [...help.matchAll(/^ {2}--([a-z-]+)/gm)].map((m) => m[1]!);
+  return { commands, global };
+}
+
+/** A command line's positional words and the options it used. */
+function invocation(argv: string[]) {
+  const positionals: string[] = [];
+  const options = new Set<string>();
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    const option = token === '-o' ? 'output' : token === '-h' ? 'help' : /^--([a-z-]+)/.exec(token)?.[1];
+    if (option === undefined) positionals.push(token);
+    else {
+      options.add(option);
+      if (!FLAGS.has(option) && !token.includes('=')) i++;
+    }
+  }
+  return { positionals, options };
+}
+
 /** The `oc` an API user runs, against a running service: everything it printed, and its exit code. */
 async function oc(env: Io['env'], argv: string[], io: Partial<Io> = {}) {
+  ran.push(argv);
   let stdout = '';
   let stderr = '';
   const writes: string[] = [];
@@ -38,6 +91,8 @@ describe('oc, run by an API user against a running service', () => {
   let key: string;
   let orgId: string;
   let env: Io['env'];
+  /** The admin token and the service, for the operator's commands. */
+  let operator: Io['env'];
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'oc-cli-'));
@@ -53,6 +108,7 @@ describe('oc, run by an API user against a running service', () => {
     });
     app = await startStandalone({ config });
     const admin = { OC_ADMIN_URL: app.url, OC_ADMIN_TOKEN: ADMIN_TOKEN, OC_CONFIG: join(dir, 'none.json') };
+    operator = admin;
     orgId = JSON.parse((await oc(admin, ['orgs', 'create', '--name', 'CLI users', '--tier', 'enterprise', '--json'])).stdout).id;
     await oc(admin, ['credit', orgId, '20']);
     const scopes = ['video:read', 'video:write', 'video:delete', 'chat:read', 'chat:write'].flatMap((s) => ['--scope', s]);
@@ -180,6 +236,8 @@ describe('oc, run by an API user against a running service', () => {
     it('create without --wait answers at once; an invalid request prints the API\'s message and code', async () => {
       const created = await oc(env, ['videos', 'create', '--prompt', PROMPT, '--json']);
       expect(JSON.parse(created.stdout)).toMatchObject({ status: 'queued', progress: 0 });
+      const pro = await oc(env, ['videos', 'create', '--prompt', PROMPT, '--model', 'video-2-pro', '--size', '720x1280', '--seconds', '4', '--json']);
+      expect(JSON.parse(pro.stdout)).toMatchObject({ status: 'queued', model: 'video-2-pro', size: '720x1280', seconds: '4' });
 
       const invalid = await oc(env, ['videos', 'create', '--prompt', PROMPT, '--seconds', '5']);
       expect(invalid).toMatchObject({ code: 1, stdout: '' });
@@ -192,7 +250,10 @@ describe('oc, run by an API user against a running service', () => {
       const list = await oc(env, ['videos', 'list', '--limit', '2']);
       expect(list.stdout).toMatch(/^ID\s+STATUS\s+PROGRESS\s+MODEL\s+SECONDS\s+SIZE\s+COST\s+CREATED\s+PROMPT\n/);
       expect(list.stdout).toMatch(new RegExp(`${video.id}\\s+completed\\s+100%\\s+video-2\\s+4\\s+1280x720\\s+\\$0\\.40\\s+\\S+\\s+A paper boat`));
-      expect(list.stdout).toMatch(/\(more: --after video_\S+\)\n$/);
+      const after = /\(more: --after (video_\S+)\)\n$/.exec(list.stdout)?.[1];
+      const older = JSON.parse((await oc(env, ['videos', 'list', '--after', after!, '--limit', '100', '--json'])).stdout);
+      expect(older.data.length).toBeGreaterThan(0);
+      expect(older.data.map((v: { id: string }) => v.id)).not.toContain(video.id);
 
       expect((await oc(env, ['videos', 'get', video.id])).stdout).toMatch(new RegExp(`id\\s+${video.id}\\nstatus\\s+completed \\(100%\\)\\n`));
 
@@ -234,6 +295,26 @@ describe('oc, run by an API user against a running service', () => {
       expect(show.stdout).toContain(completion.choices[0].message.content);
     });
 
+    it('--model names the model, and a model the API does not serve is refused with its code', async () => {
+      const named = await oc(env, ['chat', 'Name three spring vegetables', '--model', 'chat-2', '--json']);
+      expect(named.code).toBe(0);
+      expect(JSON.parse(named.stdout)).toMatchObject({ object: 'chat.completion', model: 'chat-2' });
+      const streamed = await oc(env, ['chat', 'And three for autumn?', '--model', 'chat-2', '--max-tokens', '20']);
+      expect(streamed.code).toBe(0);
+      expect(streamed.stderr).toMatch(/^\[chat_\S+, \d+ tokens; continue with --session chat_\S+\]\n$/);
+      const unknown = await oc(env, ['chat', 'Hello', '--model', 'video-2']);
+      expect(unknown).toMatchObject({ code: 1, stdout: '' });
+      expect(unknown.stderr).toMatch(/^error: .+ \(invalid_model\)\n$/);
+
+      // Three sessions by now: a page of one, then the rest after it.
+      const first = await oc(env, ['sessions', 'list', '--limit', '1']);
+      const after = /\(more: --after (chat_\S+)\)\n$/.exec(first.stdout)?.[1];
+      expect(after, first.stdout).toBeDefined();
+      const rest = JSON.parse((await oc(env, ['sessions', 'list', '--after', after!, '--json'])).stdout);
+      expect(rest.data.length).toBeGreaterThanOrEqual(2);
+      expect(rest.data.map((s: { id: string }) => s.id)).not.toContain(after);
+    });
+
     it('reports what the API refuses with its message and code', async () => {
       const tooMany = await oc(env, ['chat', 'Hello', '--max-tokens', '2000000']);
       expect(tooMany).toMatchObject({ code: 1, stdout: '' });
@@ -252,13 +333,131 @@ describe('oc, run by an API user against a running service', () => {
     // The 8-second video above, and 4-second ones (the one left to finish on its own may still be running).
     expect(charged(true)).toBeGreaterThanOrEqual(0.8 + 0.4 * 4 - 1e-9);
     expect(charged(false)).toBeGreaterThan(0);
-    expect((await oc(admin, ['ledger', orgId])).stdout).toMatch(/\scapture\s+\$0\.00\s+\$0\.80\s/);
+    expect((await oc(admin, ['ledger', orgId, '--limit', '100'])).stdout).toMatch(/\scapture\s+\$0\.00\s+\$0\.80\s/);
+    const newest = await oc(admin, ['ledger', orgId, '--limit', '1']);
+    const after = /\(more: --after (\S+)\)\n$/.exec(newest.stdout)?.[1];
+    const older = JSON.parse((await oc(admin, ['ledger', orgId, '--after', after!, '--limit', '1', '--json'])).stdout);
+    expect(older.data).toHaveLength(1);
+    expect(older.data[0].id).not.toBe(after);
 
     const usage = JSON.parse((await oc(admin, ['usage', orgId, '--json'])).stdout);
     expect(usage.charged.days).toBe(30);
     expect(usage.charged.videos).toBeCloseTo(charged(true), 6);
     expect(usage.charged.chat).toBeCloseTo(charged(false), 6);
-    expect((await oc(admin, ['usage', orgId])).stdout).toMatch(/charged, 30 days\s+\$2\.\d+ \(videos \$2\.\d+, chat and text \$0\.0\d+\)/);
+    expect((await oc(admin, ['usage', orgId])).stdout).toMatch(/charged, 30 days\s+\$\d\.\d+ \(videos \$\d\.\d+, chat and text \$0\.\d+\)/);
+    // Everything above happened within the last day (and the video left running may have been charged since).
+    const today = JSON.parse((await oc(admin, ['usage', orgId, '--days', '1', '--json'])).stdout);
+    expect(today.charged.days).toBe(1);
+    expect(today.charged.total).toBeGreaterThanOrEqual(usage.charged.total - 1e-9);
+  });
+
+  describe('operating the service with the admin token', () => {
+    it('oc orgs: lists them a page at a time, gets one, changes its tier and sets each custom limit', async () => {
+      const created = JSON.parse((await oc(operator, ['orgs', 'create', '--name', 'Operators Co', '--json'])).stdout);
+      const first = await oc(operator, ['orgs', 'list', '--limit', '1']);
+      expect(first.stdout).toMatch(/^ID\s+NAME\s+TIER\s+CREATED\norg_\S+\s+\S/);
+      const after = /\(more: --after (org_\S+)\)\n$/.exec(first.stdout)?.[1];
+      const rest = JSON.parse((await oc(operator, ['orgs', 'list', '--after', after!, '--limit', '100', '--json'])).stdout);
+      const ids = [after, ...rest.data.map((o: { id: string }) => o.id)];
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(ids).toEqual(expect.arrayContaining([orgId, created.id]));
+
+      const got = await oc(operator, ['orgs', 'get', created.id]);
+      expect(got.stdout).toMatch(new RegExp(`^id\\s+${created.id}\\nname\\s+Operators Co\\ntier\\s+${created.tier}\\n`));
+      const enterprise = await oc(operator, ['orgs', 'set-tier', created.id, 'enterprise']);
+      expect(enterprise.stdout).toMatch(/tier\s+enterprise\n[^]*requests\s+2000\/minute, 1000000\/day\nchat\s+1000 requests\/minute, 100000000 tokens\/day\n$/);
+      const custom = await oc(operator, [
+        'orgs', 'set-limits', created.id,
+        '--requests-per-minute', '30', '--requests-per-day', '5000', '--chat-requests-per-minute', '7', '--chat-tokens-per-day', '90000',
+      ]);
+      expect(custom.stdout).toMatch(/requests\s+30\/minute, 5000\/day\nchat\s+7 requests\/minute, 90000 tokens\/day\n$/);
+      // The organization as the API holds it from now on, and `default` gives a figure back to the tier.
+      expect(JSON.parse((await oc(operator, ['orgs', 'get', created.id, '--json'])).stdout).limits).toEqual({
+        requests_per_minute: 30,
+        requests_per_day: 5000,
+        chat_requests_per_minute: 7,
+        chat_tokens_per_day: 90_000,
+      });
+      const reset = await oc(operator, ['orgs', 'set-limits', created.id, '--chat-tokens-per-day', 'default']);
+      expect(reset.stdout).toMatch(/chat\s+7 requests\/minute, 100000000 tokens\/day\n$/);
+
+      const credited = await oc(operator, ['credit', created.id, '1.5', '--description', 'Pilot credit']);
+      expect(credited.stdout).toMatch(/available\s+\$1\.50\n/);
+      expect((await oc(operator, ['ledger', created.id])).stdout).toMatch(/\scredit\s+\$1\.50\s.*Pilot credit/);
+    });
+
+    it('oc keys: a test-mode key that expires, listed, working, then revoked and refused', async () => {
+      const created = JSON.parse(
+        (await oc(operator, ['keys', 'create', orgId, '--name', 'short-lived', '--scope', 'chat:read', '--expires-in-days', '7', '--test', '--json'])).stdout,
+      );
+      expect(created).toMatchObject({ mode: 'test', key: expect.stringMatching(/^oc_test_/), scopes: ['chat:read'] });
+      expect(created.expires_at - created.created).toBe(7 * 86_400);
+      const listed = await oc(operator, ['keys', 'list', orgId]);
+      expect(listed.stdout).toMatch(new RegExp(`\\n${created.id}\\s+short-lived\\s+test\\s+\\S+\\s+chat:read\\s.*\\sactive\\n`));
+      const withKey = { ...env, OC_API_KEY: created.key };
+      expect((await oc(withKey, ['balance'])).code).toBe(0);
+
+      expect((await oc(operator, ['keys', 'revoke', orgId, created.id])).stdout).toMatch(new RegExp(`^Revoked key ${created.id} at \\d{4}-`));
+      const refused = await oc(withKey, ['balance']);
+      expect(refused).toMatchObject({ code: 1, stdout: '' });
+      expect(refused.stderr).toContain('(invalid_api_key)');
+      expect((await oc(operator, ['keys', 'list', orgId])).stdout).toMatch(new RegExp(`\\n${created.id}\\s.*\\srevoked\\n`));
+    });
+
+    it('oc members: the people it adds sign in to the console with their password, until removed', async () => {
+      const signIn = async (email: string, password: string) => {
+        const res = await fetch(`${app.url}/console/v1/sessions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ email, password }),
+        });
+        return { status: res.status, cookie: res.headers.get('set-cookie')?.split(';')[0], body: (await res.json()) as any };
+      };
+      const password = 'a long passphrase, typed once';
+      const piped = await oc(operator, ['members', 'create', orgId, '--email', 'ada@cli.test', '--name', 'Ada', '--password', '-'], {
+        stdin: Readable.from([`${password}\n`]),
+      });
+      expect(piped.code).toBe(0);
+      const ada = /^Added ada@cli\.test \((mem_\S+)\) to (org_\S+); they sign in at \/dashboard\n/.exec(piped.stdout);
+      expect(ada?.[2]).toBe(orgId);
+      expect(piped.stdout + piped.stderr).not.toContain(password);
+      const session = await signIn('ada@cli.test', password);
+      expect(session).toMatchObject({ status: 200, body: { kind: 'member', organization: { id: orgId }, member: { email: 'ada@cli.test', name: 'Ada' } } });
+
+      // Without --password one is generated and shown once: on stderr with --json, so stdout stays the member.
+      const generated = await oc(operator, ['members', 'create', orgId, '--email', 'bob@cli.test', '--json']);
+      expect(JSON.parse(generated.stdout)).toMatchObject({ object: 'member', email: 'bob@cli.test', organization_id: orgId });
+      const shown = /^Password \(shown only now\): (\S+)\n$/.exec(generated.stderr)?.[1];
+      expect((await signIn('bob@cli.test', shown!)).status).toBe(200);
+
+      const list = await oc(operator, ['members', 'list', orgId]);
+      expect(list.stdout).toMatch(/^ID\s+EMAIL\s+NAME\s+CREATED\n/);
+      expect(list.stdout).toMatch(new RegExp(`${ada![1]}\\s+ada@cli\\.test\\s+Ada\\s`));
+      expect(list.stdout).toMatch(/\sbob@cli\.test\s+-\s/);
+
+      expect((await oc(operator, ['members', 'remove', orgId, ada![1]!])).stdout).toBe(`Removed ada@cli.test (${ada![1]})\n`);
+      // Their session ended with them, and the password no longer signs in.
+      const after = await fetch(`${app.url}/console/v1/session`, { headers: { cookie: session.cookie! } });
+      expect(((await after.json()) as any).error.code).toBe('invalid_session');
+      expect((await signIn('ada@cli.test', password)).status).toBe(401);
+      expect((await oc(operator, ['members', 'list', orgId])).stdout).not.toContain('ada@cli.test');
+    });
+  });
+
+  it('that is every command `oc help` lists, each with every option its usage names (oc webhooks listen: oc-listen.int.spec.ts)', async () => {
+    const { commands, global } = commandsOf((await oc(env, ['help'])).stdout);
+    expect(commands.length).toBeGreaterThanOrEqual(25);
+    const used = ran.map(invocation);
+    const missing: string[] = [];
+    for (const command of commands) {
+      // Forwarding needs a receiver and an `oc` left running: oc-listen.int.spec.ts runs it against a service.
+      if (command.name === 'webhooks listen') continue;
+      const runs = used.filter(({ positionals }) => positionals.length === command.words.length + command.args && command.words.every((w, i) => positionals[i] === w));
+      if (runs.length === 0) missing.push(`oc ${command.name}`);
+      for (const option of command.options) if (!runs.some((r) => r.options.has(option))) missing.push(`oc ${command.name} --${option}`);
+    }
+    for (const option of global) if (!used.some((r) => r.options.has(option))) missing.push(`--${option}`);
+    expect(missing).toEqual([]);
   });
 
   describe('the installed executable', () => {

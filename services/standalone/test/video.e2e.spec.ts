@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { httpReceiver } from '../../webhook/test/support';
 import { clientFor } from './client';
+import { conformingFetch } from './conformance';
 import { distributed, embedded, type RunningService, type Starter } from './harness';
 import { natsReachable } from './nats';
 
@@ -31,7 +32,7 @@ function videoHarness(get: () => RunningService) {
     );
   const retrieve = (key: string, id: string) => api().call('GET', `/v1/videos/${id}`, { token: key });
   const create = (key: string, overrides: Record<string, unknown> = {}, headers: Record<string, string> = {}) =>
-    fetch(`${get().url}/v1/videos`, {
+    conformingFetch(get().url, `${get().url}/v1/videos`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers },
       body: JSON.stringify(body(overrides)),
@@ -155,12 +156,12 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       const { key } = await customer(10);
       const form = new FormData();
       for (const [name, value] of Object.entries(body())) form.set(name, String(value));
-      const res = await fetch(`${service.url}/v1/videos`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
+      const res = await conformingFetch(service.url, `${service.url}/v1/videos`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
       expect(res.status).toBe(200);
       expect(await res.json()).toMatchObject({ status: 'queued', model: 'video-2', seconds: '4' });
 
       form.set('input_reference', new Blob([new Uint8Array([1, 2, 3])], { type: 'image/png' }), 'ref.png');
-      const withFile = await fetch(`${service.url}/v1/videos`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
+      const withFile = await conformingFetch(service.url, `${service.url}/v1/videos`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
       expect(withFile.status).toBe(400);
       expect(((await withFile.json()) as any).error).toMatchObject({ code: 'unsupported_parameter', param: 'input_reference' });
 
@@ -242,7 +243,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       expect(ledger.map((e) => e.type).sort()).toEqual(['capture', 'reservation']);
       expect(ledger.find((e) => e.type === 'capture').charged).toBe(0.4);
 
-      const content = await fetch(video.url, { headers: { authorization: `Bearer ${key}` } });
+      const content = await conformingFetch(service.url, video.url, { headers: { authorization: `Bearer ${key}` } });
       expect(content.status).toBe(200);
       expect(content.headers.get('content-type')).toBe('video/mp4');
       expect(content.headers.get('accept-ranges')).toBe('bytes');
@@ -251,16 +252,16 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       expect(bytes.subarray(4, 8).toString('latin1')).toBe('ftyp');
       expect(bytes.includes(Buffer.from('avc1'))).toBe(true);
 
-      const partial = await fetch(video.url, { headers: { authorization: `Bearer ${key}`, range: 'bytes=0-99' } });
+      const partial = await conformingFetch(service.url, video.url, { headers: { authorization: `Bearer ${key}`, range: 'bytes=0-99' } });
       expect(partial.status).toBe(206);
       expect(partial.headers.get('content-range')).toBe(`bytes 0-99/${bytes.length}`);
       expect(Buffer.from(await partial.arrayBuffer())).toEqual(bytes.subarray(0, 100));
-      const tail = await fetch(video.url, { headers: { authorization: `Bearer ${key}`, range: `bytes=${bytes.length - 10}-` } });
+      const tail = await conformingFetch(service.url, video.url, { headers: { authorization: `Bearer ${key}`, range: `bytes=${bytes.length - 10}-` } });
       expect(Buffer.from(await tail.arrayBuffer())).toEqual(bytes.subarray(bytes.length - 10));
-      const outside = await fetch(video.url, { headers: { authorization: `Bearer ${key}`, range: `bytes=${bytes.length}-` } });
+      const outside = await conformingFetch(service.url, video.url, { headers: { authorization: `Bearer ${key}`, range: `bytes=${bytes.length}-` } });
       expect(outside.status).toBe(416);
 
-      const thumbnail = await fetch(`${video.url}?variant=thumbnail`, { headers: { authorization: `Bearer ${key}` } });
+      const thumbnail = await conformingFetch(service.url, `${video.url}?variant=thumbnail`, { headers: { authorization: `Bearer ${key}` } });
       expect(thumbnail.status).toBe(200);
       expect(thumbnail.headers.get('content-type')).toBe('image/webp');
       const webp = Buffer.from(await thumbnail.arrayBuffer());
@@ -284,7 +285,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       expect(persisted).toMatchObject({ 'x-storage-provider': 'object_store', url: permanentPath, expires_at: null });
       // The temporary URL keeps serving until its hour after completion is over (VIDEO_TEMP_TTL_MS here).
       for (const url of [permanentPath, video.url, `${service.url}/v1/videos/${id}/content`]) {
-        const again = await fetch(url, { headers: { authorization: `Bearer ${key}` } });
+        const again = await conformingFetch(service.url, url, { headers: { authorization: `Bearer ${key}` } });
         expect(Buffer.from(await again.arrayBuffer()), url).toEqual(bytes);
       }
       expect(await h.ledgerFor(orgId, id)).toHaveLength(2);

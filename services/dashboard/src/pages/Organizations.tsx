@@ -204,6 +204,16 @@ export function OrganizationDetail({ id }: { id: string }) {
           </div>
           <section className="panel" aria-labelledby="limits-title">
             <h2 id="limits-title">Limits</h2>
+            <dl className="facts" aria-label="Limits in force">
+              {LIMIT_NAMES.map((name) => (
+                <div key={name}>
+                  <dt>{name.replaceAll('_', ' ')}</dt>
+                  <dd data-testid={`limit-${name}`}>
+                    {o.limits[name].toLocaleString('en-US')}
+                  </dd>
+                </div>
+              ))}
+            </dl>
             <p className="muted">Custom figures are for enterprise organizations. Leave a field empty to keep it; “default” gives it back to the tier.</p>
             <form onSubmit={limits.onSubmit} className="grid-form limits">
               {LIMIT_NAMES.map((name) => (

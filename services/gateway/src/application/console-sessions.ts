@@ -31,8 +31,8 @@ export interface ConsoleSessionOptions {
   limits: RateLimits;
   hasher: PasswordHasher;
   adminToken: string;
-  /** `Secure` on the cookie: on everywhere but a developer's plain-HTTP machine (`CONSOLE_COOKIE_SECURE`). */
-  secureCookie: boolean;
+  /** `Secure` on the cookie always or never (`CONSOLE_COOKIE_SECURE`); unset, as `secureCookieFor` decides. */
+  secureCookie?: boolean;
   ttlSeconds?: number;
 }
 
@@ -148,7 +148,7 @@ export class ConsoleSessions {
       'Set-Cookie',
       serializeCookie(SESSION_COOKIE, token, {
         httpOnly: true,
-        secure: this.o.secureCookie,
+        secure: this.o.secureCookie ?? secureCookieFor(req),
         sameSite: 'strict',
         path: SESSION_COOKIE_PATH,
         maxAge: ttl,
@@ -169,9 +169,21 @@ export class ConsoleSessions {
     if (token) unwrap(await this.o.services.request(Subjects.billing.endConsoleSession, { token_hash: sha256(token) }));
     res.append(
       'Set-Cookie',
-      serializeCookie(SESSION_COOKIE, '', { httpOnly: true, secure: this.o.secureCookie, sameSite: 'strict', path: SESSION_COOKIE_PATH, maxAge: 0 }),
+      serializeCookie(SESSION_COOKIE, '', { httpOnly: true, secure: this.o.secureCookie ?? secureCookieFor(req), sameSite: 'strict', path: SESSION_COOKIE_PATH, maxAge: 0 }),
     );
   }
+}
+
+/**
+ * `Secure` unless the browser reached the console over plain http at a loopback name (127.0.0.0/8, [::1],
+ * localhost): that is a developer's own machine, where a browser may drop a Secure cookie and the session with
+ * it. Over https (per `X-Forwarded-Proto` only from a trusted proxy) or at any other name, the cookie is Secure,
+ * whatever the process: a standalone served over TLS gets it too.
+ */
+export function secureCookieFor(req: Request): boolean {
+  if (req.protocol === 'https') return true;
+  const host = req.hostname;
+  return !(host === 'localhost' || host.endsWith('.localhost') || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host));
 }
 
 /** Derived from the session token, which the page cannot read (HttpOnly); a cross-site page cannot learn either. */

@@ -144,6 +144,7 @@ export function adminRoutes(passwords: PasswordHasher = new PasswordHasher()): R
         summary: 'Add a console member: a person who signs in at /dashboard with this email and password',
         request: CreateMemberBody,
         response: MemberSchema,
+        errors: [409],
       },
       handle: async ({ services, params, body, headers }) => {
         const member = parseOrThrow(CreateMemberBody, body);

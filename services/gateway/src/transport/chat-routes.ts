@@ -79,6 +79,8 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
       chat: true,
       doc: {
         summary: 'Create a chat completion (Server-Sent Events with stream: true)',
+        // 404: a session_id that names no session of the organization.
+        errors: [402, 404],
         request: CreateChatCompletionBody,
         response: ChatCompletionSchema,
         media: ['text/event-stream'],
@@ -110,6 +112,7 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
       chat: true,
       doc: {
         summary: "Create a text completion (OpenAI's legacy Completions; Server-Sent Events with stream: true)",
+        errors: [402],
         request: CreateCompletionBody,
         response: TextCompletionSchema,
         media: ['text/event-stream'],

@@ -93,6 +93,8 @@ export function consoleRoutes(v1: Route[], admin: Route<'admin'>[], sessions: Co
         summary: 'Sign in to the console (a member: email and password; an operator: the admin token); sets the session cookie',
         request: SignInBody,
         response: ConsoleSessionSchema,
+        // Wrong credentials, and a sign-in from another site's page.
+        errors: [401, 403],
       },
       handle: async (ctx) => ({ ok: true, data: await sessions.signIn(ctx.req, ctx.res, parseOrThrow(SignInBody, ctx.body)) }),
     },

@@ -14,6 +14,43 @@ const RATE_LIMIT_HEADERS = {
   'X-RateLimit-Reset': integerHeader('Unix seconds at which that window resets'),
 };
 
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: 'Invalid request: a malformed body, query or header',
+  401: 'Missing or invalid credentials',
+  402: 'Insufficient balance for what the request must reserve',
+  403: 'Not allowed: a missing scope, the wrong kind of console session, a missing CSRF token or a cross-origin request',
+  404: 'No such resource in this organization',
+  409: 'Conflicts with an earlier request (a reused Idempotency-Key, an existing member)',
+  410: 'Gone: the video outlived temporary storage, or its temporary URL expired',
+  413: 'The body exceeds 1 MiB',
+  415: 'The body is not JSON (or a form where one is accepted)',
+  416: 'The Range cannot be satisfied',
+  422: 'The prompt violates the content policy',
+  429: 'A rate limit was reached; retry after Retry-After seconds',
+  500: 'Internal error',
+  503: 'A service is unavailable; retry after Retry-After seconds',
+};
+
+/**
+ * The error statuses an operation may answer: those every operation of its kind may (its credentials, its
+ * body, its parameters, the limits, the services behind it), and its own (`doc.errors`).
+ */
+function errorStatuses(route: Route<unknown>, security: 'apiKey' | 'adminToken' | 'consoleSession' | null): number[] {
+  const doc = route.doc;
+  const statuses = new Set([429, 500, 503, ...(doc?.errors ?? [])]);
+  const body = route.method === 'POST' || route.method === 'PATCH';
+  if (body || doc?.query || doc?.events || doc?.idempotent) statuses.add(400);
+  if (body) statuses.add(413).add(415);
+  if (security) statuses.add(401);
+  if ((security === 'apiKey' && route.scope) || security === 'consoleSession') statuses.add(403);
+  // A path parameter, or a cursor (`after`), may name nothing.
+  const cursor = doc?.query && 'after' in ((schemaOf(doc.query, 'input').properties ?? {}) as object);
+  if (route.path.includes(':') || cursor) statuses.add(404);
+  if (doc?.idempotent) statuses.add(409);
+  if (doc?.ranges) statuses.add(416);
+  return [...statuses].sort((a, b) => a - b);
+}
+
 /**
  * The OpenAPI 3.1 document, derived from the route table and the zod contracts the routes name: the
  * same schemas that validate requests describe them, so the document cannot drift from behaviour.
@@ -77,11 +114,16 @@ export function openApiDocument(version: string, v1: Route<unknown>[], admin: Ro
       responses: {
         '200': { description: 'Success', headers, ...(Object.keys(content).length > 0 ? { content } : {}) },
         ...(doc?.ranges ? { '206': { description: 'One byte range', headers, content: Object.fromEntries((doc.media ?? []).map((t) => [t, {}])) } } : {}),
-        default: {
-          description: 'Error, in the one error shape',
-          headers: { ...headers, 'Retry-After': integerHeader('Seconds to wait (429, 503)') },
-          content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
-        },
+        ...Object.fromEntries(
+          errorStatuses(route, security).map((status) => [
+            String(status),
+            {
+              description: `${ERROR_DESCRIPTIONS[status]}, in the one error shape`,
+              headers: status === 429 || status === 503 ? { ...headers, 'Retry-After': integerHeader('Seconds to wait') } : headers,
+              content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+            },
+          ]),
+        ),
       },
     };
   };

@@ -45,6 +45,8 @@ export interface Route<P = KeyPrincipal> {
     idempotent?: boolean;
     /** Answers a resumable event stream (`Last-Event-ID`) whose events carry this as their `data`. */
     events?: z.ZodType;
+    /** Error statuses of its own, besides those every operation of its kind may answer (`errorStatuses`). */
+    errors?: number[];
   };
   handle(ctx: RouteContext<P>): Promise<Reply<unknown> | void>;
 }

@@ -110,6 +110,7 @@ export function videoRoutes(): Route[] {
         request: CreateVideoBody,
         response: VideoSchema,
         idempotent: true,
+        errors: [402, 422],
       },
       handle: (ctx) =>
         ctx.services.request(
@@ -134,7 +135,7 @@ export function videoRoutes(): Route[] {
       method: 'GET',
       path: '/v1/videos/:id',
       scope: 'video:read',
-      doc: { summary: 'Retrieve a video', response: VideoSchema },
+      doc: { summary: 'Retrieve a video', response: VideoSchema, errors: [410] },
       handle: (ctx) =>
         ctx.services.request(Subjects.video.get, { org_id: ctx.principal.org_id, video_id: ctx.params.id }, { headers: ctx.headers }),
     },
@@ -151,7 +152,7 @@ export function videoRoutes(): Route[] {
       path: '/v1/videos/:id/remix',
       scope: 'video:write',
       body: 'json-or-multipart',
-      doc: { summary: 'Remix a completed video with a new prompt', request: RemixVideoBody, response: VideoSchema, idempotent: true },
+      doc: { summary: 'Remix a completed video with a new prompt', request: RemixVideoBody, response: VideoSchema, idempotent: true, errors: [402, 410, 422] },
       handle: (ctx) =>
         ctx.services.request(
           Subjects.video.remix,
@@ -168,6 +169,7 @@ export function videoRoutes(): Route[] {
         query: VideoContentQuery,
         media: ['video/mp4', 'image/webp'],
         ranges: true,
+        errors: [410],
       },
       handle: (ctx) => sendContent(ctx, 'current'),
     },
@@ -180,6 +182,7 @@ export function videoRoutes(): Route[] {
         query: VideoContentQuery,
         media: ['video/mp4', 'image/webp'],
         ranges: true,
+        errors: [410],
       },
       handle: (ctx) => sendContent(ctx, 'temporary'),
     },
@@ -192,6 +195,7 @@ export function videoRoutes(): Route[] {
         query: VideoContentQuery,
         media: ['video/mp4', 'image/webp'],
         ranges: true,
+        errors: [410],
       },
       handle: (ctx) => sendContent(ctx, 'permanent'),
     },
