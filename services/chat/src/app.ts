@@ -103,14 +103,14 @@ export async function createChat(runtime: ChatRuntime) {
   return {
     service,
     module: ChatModule.register(service, runtime.logger),
-    /** Billing answers by now: completions a crash left open are settled at once, then every few seconds. */
+    /** Billing answers by now: what a crash left reserved is released at once, then every few seconds. */
     listening() {
       sweep = repeatByClock(
         runtime.clock,
         ABANDONED_SWEEP_MS,
         async () => {
           const settled = await service.settleAbandoned();
-          if (settled > 0) runtime.logger.warn({ settled }, 'open completions settled (a stopped replica or an unreachable billing left them); their funds released');
+          if (settled > 0) runtime.logger.warn({ settled }, 'abandoned completions settled (a stopped process or an unreachable billing left them reserved); their funds released');
         },
         (err) => runtime.logger.warn({ err }, 'settling abandoned completions failed; will retry'),
       );
