@@ -94,7 +94,7 @@ const MODEL = 'chat-2';
  * A completion's reservation expires this long after its deadline: billing then releases it itself, when
  * no replica did (its replica never came back, in a deployment without presence).
  */
-export const RESERVATION_AFTER_DEADLINE_MS = 60_000;
+const RESERVATION_AFTER_DEADLINE_MS = 60_000;
 const HOLDER_PREFIX = 'chat/';
 /** `chat/<replica>/<run>`: the replica's name may hold slashes, the run's id does not. */
 const holderReplica = (holder: string) => holder.slice(HOLDER_PREFIX.length, holder.lastIndexOf('/'));
