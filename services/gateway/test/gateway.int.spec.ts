@@ -367,3 +367,61 @@ describe('gateway: OpenAPI document', () => {
     expect(((await demo.json()) as any).error.type).toBe('invalid_request_error');
   });
 });
+
+describe("gateway: one organization's large bodies are read in turns", () => {
+  const large = JSON.stringify({ text: 'x'.repeat(100_000) });
+  const post = (key: string) =>
+    fetch(`${url}/v1/echo`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: large });
+  /** A connection of its own that has already been answered once, so that its next request is read at once. */
+  const openConnection = async (key: string) => {
+    const socket = connect(Number(new URL(url).port), '127.0.0.1');
+    const answers: string[] = [];
+    let next: (() => void) | undefined;
+    socket.on('data', (chunk) => {
+      answers.push(chunk.toString());
+      if (answers.join('').includes('"ok"')) next?.();
+    });
+    await new Promise<void>((resolve) => {
+      next = resolve;
+      socket.write(`GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`);
+    });
+    answers.length = 0;
+    return { socket, answered: () => answers.join('') };
+  };
+  /** Another organization's request, answered only after the gateway has read what was sent before it. */
+  const roundTrip = async (key: string) => expect((await get('/v1/health', key)).status).toBe(200);
+
+  it("waits for the body before it of the same organization, never for another organization's", async () => {
+    const a = await newKey({ scopes: ['video:read'] });
+    const b = await newKey({ scopes: ['video:read'] });
+    const first = await openConnection(a.key);
+    const head = `POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${a.key}\r\nContent-Type: application/json\r\nContent-Length: ${large.length}\r\n\r\n`;
+    first.socket.write(head + large.slice(0, 50_000));
+    await roundTrip(b.key);
+
+    let secondAnswered = false;
+    const second = post(a.key).then((res) => ((secondAnswered = true), res));
+    expect((await post(b.key)).status).toBe(200);
+    await roundTrip(b.key);
+    expect(secondAnswered).toBe(false);
+
+    const firstAnswer = new Promise<void>((resolve) => first.socket.on('data', () => first.answered().includes('"text"') && resolve()));
+    first.socket.write(large.slice(50_000));
+    await firstAnswer;
+    expect(first.answered().split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
+    expect((await second).status).toBe(200);
+    first.socket.destroy();
+  });
+
+  it('gives the turn on when a client leaves before its whole body came', async () => {
+    const a = await newKey({ scopes: ['video:read'] });
+    const b = await newKey({ scopes: ['video:read'] });
+    const leaving = await openConnection(a.key);
+    leaving.socket.write(`POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${a.key}\r\nContent-Type: application/json\r\nContent-Length: ${large.length}\r\n\r\n{"text":"`);
+    await roundTrip(b.key);
+    leaving.socket.destroy();
+    const next = await post(a.key);
+    expect(next.status).toBe(200);
+    expect(((await next.json()) as { text: string }).text).toHaveLength(100_000);
+  });
+});

@@ -1,12 +1,27 @@
+import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clientFor } from './client';
 import { type RunningService, standaloneProcess } from './harness';
 
 /**
  * What one organization flooding chat with huge prompts may add to another organization's p99, over that
- * organization's p99 measured just before on the same machine (so a busy CI machine moves both alike).
+ * organization's p99 measured just before on the same machine (so a busy CI machine moves both alike), in
+ * three rounds of which the median counts.
  */
 const P99_BOUND_MS = 50;
+const ROUNDS = 3;
+const PROBE_EVERY_MS = 4;
+const QUIET_WINDOW_MS = 1_000;
+
+/** Sends `count` chat requests at once, each a 1 MB message with max_tokens 1, and posts back their answers. */
+const ATTACKER = `
+const { parentPort, workerData: { url, key, count } } = require('node:worker_threads');
+const body = JSON.stringify({ model: 'chat-2', max_tokens: 1, messages: [{ role: 'user', content: 'word '.repeat(200000) }] });
+const send = () =>
+  fetch(url, { method: 'POST', headers: { authorization: 'Bearer ' + key, 'content-type': 'application/json' }, body })
+    .then(async (res) => ({ status: res.status, body: await res.json() }));
+Promise.all(Array.from({ length: count }, send)).then((answers) => parentPort.postMessage(answers));
+`;
 
 const percentile = (values: number[], p: number) => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -29,16 +44,16 @@ describe('fairness: one organization at its limits cannot stall another', () => 
     const other = await api.newCustomer({ tier: 'enterprise', credit: 1, scopes: ['chat:read'], key: { rate_limit_per_minute: 100_000 } });
     const limits = await api.admin('PATCH', `/organizations/${other.orgId}`, { limits: { requests_per_minute: 1_000_000, requests_per_day: 10_000_000 } });
     expect(limits.status).toBe(200);
-    const body = JSON.stringify({ model: 'chat-2', max_tokens: 1, messages: [{ role: 'user', content: 'word '.repeat(200_000) }] });
-    const send = () =>
-      fetch(`${service.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${heavy.key}`, 'content-type': 'application/json' },
-        body,
-      }).then(async (res) => ({ status: res.status, body: (await res.json()) as { error?: { code?: string; type?: string } } }));
+    type Answer = { status: number; body: { error?: { code?: string; type?: string } } };
+    // The attacker is another client: its megabyte bodies are built and sent from a thread of their own, so
+    // that encoding and writing them does not delay the probe's reads in this thread.
+    const burstOf = (count: number) =>
+      new Promise<Answer[]>((resolve, reject) => {
+        const worker = new Worker(ATTACKER, { eval: true, workerData: { url: `${service.url}/v1/chat/completions`, key: heavy.key, count } });
+        worker.once('message', (answers: Answer[]) => void worker.terminate().then(() => resolve(answers)));
+        worker.once('error', reject);
+      });
 
-    let flooding = true;
-    const latencies: number[] = [];
     const balance = async () => {
       const started = performance.now();
       const res = await fetch(`${service.url}/v1/account/balance`, { headers: { authorization: `Bearer ${other.key}` } });
@@ -46,25 +61,37 @@ describe('fairness: one organization at its limits cannot stall another', () => 
       expect(res.status).toBe(200);
       return performance.now() - started;
     };
-    const quiet: number[] = [];
-    for (let i = 0; i < 300; i++) quiet.push(await balance());
-    const probe = (async () => {
-      while (flooding) latencies.push(await balance());
-    })();
-    // Standard tier: 60 chat requests a minute, sent as two bursts of 30.
+    // Open loop: a read every few milliseconds whether or not the last was answered, so that a stall is counted
+    // for every read it holds up (a read after another would count a whole stall once).
+    const probe = async (until: Promise<unknown>) => {
+      let running = true;
+      void until.finally(() => (running = false));
+      const reads: Promise<number>[] = [];
+      while (running) {
+        reads.push(balance());
+        await new Promise((resolve) => setTimeout(resolve, PROBE_EVERY_MS));
+      }
+      return Promise.all(reads);
+    };
+    // Standard tier: 60 chat requests a minute, sent as three bursts of 20, each just after a quiet window.
     const answers = [];
-    for (let burst = 0; burst < 2; burst++) answers.push(...(await Promise.all(Array.from({ length: 30 }, send))));
-    flooding = false;
-    await probe;
+    const added: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const quiet = await probe(new Promise((resolve) => setTimeout(resolve, QUIET_WINDOW_MS)));
+      const burst = burstOf(60 / ROUNDS);
+      const latencies = await probe(burst);
+      answers.push(...(await burst));
+      added.push(percentile(latencies, 99) - percentile(quiet, 99));
+      console.info(`fairness round ${round + 1}: p99 ${percentile(quiet, 99).toFixed(1)} ms quiet, ${percentile(latencies, 99).toFixed(1)} ms under the flood (${latencies.length} requests)`);
+    }
 
     // Every heavy request is refused cheaply, in the spec's shape: too long, or too many at once.
     for (const answer of answers) {
       expect([400, 429]).toContain(answer.status);
       expect(answer.body.error?.code).toMatch(/^(context_length_exceeded|rate_limit_exceeded)$/);
     }
-    expect(latencies.length).toBeGreaterThan(20);
-    const added = percentile(latencies, 99) - percentile(quiet, 99);
-    console.info(`fairness: p99 ${percentile(quiet, 99).toFixed(1)} ms quiet, ${percentile(latencies, 99).toFixed(1)} ms under the flood (${latencies.length} requests)`);
-    expect(added).toBeLessThan(P99_BOUND_MS);
+    // The median round: a service that stalls others does so in every round, while a stall of the machine
+    // (another test file's burst on a two-core CI runner, once 495 ms) falls in one window and moves one round.
+    expect(percentile(added, 50)).toBeLessThan(P99_BOUND_MS);
   }, 120_000);
 });
