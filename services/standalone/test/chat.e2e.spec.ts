@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type FakeUpstream, startFakeUpstream } from '../../chat/test/fake-upstream';
 import { clientFor } from './client';
+import { conformingSdkFetch } from './conformance';
 import { distributed, embedded, type RunningService, type Starter } from './harness';
 import { natsReachable } from './nats';
 
@@ -470,7 +471,7 @@ describe.each(modes)('chat and text completions (%s)', (_mode, start) => {
   });
 
   describe('the official openai SDK, unchanged', () => {
-    const sdk = (key: string) => new OpenAI({ apiKey: key, baseURL: `${service.url}/v1`, maxRetries: 0 });
+    const sdk = (key: string) => new OpenAI({ apiKey: key, baseURL: `${service.url}/v1`, maxRetries: 0 , fetch: conformingSdkFetch(service.url) });
 
     it('creates a chat completion', async () => {
       const { key } = await customer();

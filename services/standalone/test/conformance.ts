@@ -92,3 +92,12 @@ export async function conformingFetch(baseUrl: string, url: string | URL, init: 
   await expectConformance(baseUrl, init.method ?? 'GET', new URL(url), res.status, res.headers, json ? new TextDecoder().decode(bytes) : '');
   return new Response(res.status === 204 || res.status === 304 ? null : bytes, { status: res.status, statusText: res.statusText, headers: res.headers });
 }
+
+/**
+ * The fetch to give an official SDK (`new OpenAI({ fetch })`): every answer it gets is checked against the
+ * OpenAPI document as the test client's are. A stream is read whole before the SDK sees it.
+ */
+export const conformingSdkFetch =
+  (baseUrl: string) =>
+  (input: string | URL | Request, init?: RequestInit): Promise<Response> =>
+    conformingFetch(baseUrl, input instanceof Request ? input.url : input, init);

@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { clientFor } from './client';
+import { conformingSdkFetch } from './conformance';
 import { distributed, embedded, type RunningService, type Starter } from './harness';
 import { natsReachable } from './nats';
 
@@ -99,7 +100,7 @@ describe.each(modes)('foundation (%s)', (_mode, start) => {
 
     it('serves the official openai SDK, unchanged', async () => {
       const { key } = await api.newCustomer();
-      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: key, maxRetries: 0 });
+      const client = new OpenAI({ baseURL: `${service.url}/v1`, apiKey: key, maxRetries: 0 , fetch: conformingSdkFetch(service.url) });
       const ids: string[] = [];
       for await (const m of client.models.list()) ids.push(m.id);
       expect(ids).toEqual(['chat-2', 'video-2', 'video-2-pro']);

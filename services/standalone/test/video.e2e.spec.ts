@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { httpReceiver } from '../../webhook/test/support';
 import { clientFor } from './client';
-import { conformingFetch } from './conformance';
+import { conformingFetch, conformingSdkFetch } from './conformance';
 import { distributed, embedded, type RunningService, type Starter } from './harness';
 import { natsReachable } from './nats';
 
@@ -409,7 +409,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
   describe('with the official openai SDK', () => {
     it('creates, retrieves, lists, downloads, remixes and deletes', async () => {
       const { key } = await customer(10);
-      const client = new OpenAI({ apiKey: key, baseURL: `${service.url}/v1`, maxRetries: 0 });
+      const client = new OpenAI({ apiKey: key, baseURL: `${service.url}/v1`, maxRetries: 0 , fetch: conformingSdkFetch(service.url) });
       const video = await client.videos.create({ model: 'video-2' as never, prompt: PROMPT, seconds: '4', size: '1280x720' });
       expect(video).toMatchObject({ object: 'video', status: 'queued', progress: 0 });
       await h.eventually(async () => expect((await client.videos.retrieve(video.id)).status).toBe('completed'));
