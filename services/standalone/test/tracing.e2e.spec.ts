@@ -140,14 +140,8 @@ describe.each(MODES)('one trace from POST /v1/videos to the webhook delivery (%s
     expect(http.attributes).toMatchObject({ 'http.route': '/v1/videos', 'http.request.method': 'POST', 'http.response.status_code': 200 });
     expect(attempt.attributes).toMatchObject({ 'http.response.status_code': 204, 'oc.webhook.attempt': 1, 'http.request.resend_count': 0 });
 
-    // Every span on the way, each a descendant of the gateway's span: one tree, not only one trace id.
-    await vi.waitFor(() => expect(otlp.trace(http.traceId).some((s) => s.name === 'video job step')).toBe(true), { timeout: 15_000 });
-    const spans = otlp.trace(http.traceId);
-    const byId = new Map(spans.map((s) => [s.spanId, s]));
-    const descendsFromRequest = (span: ReceivedSpan) => {
-      for (let at: ReceivedSpan | undefined = span; at; at = at.parentSpanId ? byId.get(at.parentSpanId) : undefined) if (at === http) return true;
-      return false;
-    };
+    // Every span on the way, each a descendant of the gateway's span: one tree, not only one trace id. Each
+    // process exports its spans on its own schedule, so the tree is awaited whole.
     const subject = (plain: string) => mode.subject(service, plain);
     const expected: Array<[string, string]> = [
       [mode.gateway, `send ${subject(Subjects.video.create)}`],
@@ -165,11 +159,23 @@ describe.each(MODES)('one trace from POST /v1/videos to the webhook delivery (%s
       [mode.webhook, 'webhook delivery'],
       [mode.webhook, 'POST'],
     ];
-    for (const [process, name] of expected) {
-      const span = spans.find((s) => s.service === process && s.name === name);
-      expect(span, `${process}: ${name}`).toBeDefined();
-      expect(descendsFromRequest(span!), `${process}: ${name} descends from POST /v1/videos`).toBe(true);
-    }
+    const spans = await vi.waitFor(
+      () => {
+        const spans = otlp.trace(http.traceId);
+        const byId = new Map(spans.map((s) => [s.spanId, s]));
+        const descendsFromRequest = (span: ReceivedSpan) => {
+          for (let at: ReceivedSpan | undefined = span; at; at = at.parentSpanId ? byId.get(at.parentSpanId) : undefined) if (at === http) return true;
+          return false;
+        };
+        for (const [process, name] of expected) {
+          const span = spans.find((s) => s.service === process && s.name === name);
+          expect(span, `${process}: ${name}`).toBeDefined();
+          expect(descendsFromRequest(span!), `${process}: ${name} descends from POST /v1/videos`).toBe(true);
+        }
+        return spans;
+      },
+      { timeout: 15_000, interval: 100 },
+    );
     expect(spans.find((s) => s.name === 'generate_content video-2')!.attributes).toMatchObject({
       'gen_ai.operation.name': 'generate_content',
       'gen_ai.request.model': 'video-2',
