@@ -20,11 +20,7 @@ export class Turns {
       if (this.last.get(key) === mine) this.last.delete(key);
     });
     if (before) await before;
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      end();
-    };
+    // Resolving a promise twice is harmless: ending a turn again does nothing.
+    return end;
   }
 }

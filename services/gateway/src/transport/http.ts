@@ -175,16 +175,16 @@ export async function run<P>(
   res: Response,
   deps: GatewayDeps,
 ) {
+  const hasBody = route.method !== 'GET' && route.method !== 'DELETE';
   let turnDone: (() => void) | undefined;
   try {
     // A client gone before its whole body came fails the read below, which ends its turn.
-    if (route.method !== 'GET' && route.method !== 'DELETE' && isLargeBody(req)) turnDone = await largeBodies.turn(bodyOwner(principal));
-    const body =
-      route.method === 'GET' || route.method === 'DELETE'
-        ? {}
-        : route.body === 'json-or-multipart' && req.is('multipart/form-data')
-          ? await readMultipartBody(req)
-          : await readJsonBody(req, res);
+    if (hasBody && isLargeBody(req)) turnDone = await largeBodies.turn(bodyOwner(principal));
+    const body = !hasBody
+      ? {}
+      : route.body === 'json-or-multipart' && req.is('multipart/form-data')
+        ? await readMultipartBody(req)
+        : await readJsonBody(req, res);
     const ctx: RouteContext<P> = {
       req,
       res,
