@@ -16,6 +16,7 @@ import {
   testCertificates,
   testSettings,
 } from './support';
+import { Deliveries } from '../src/application/deliveries';
 
 const stripe = new Stripe('sk_test_unused');
 const ORG = 'org_1';
@@ -39,6 +40,7 @@ beforeAll(async () => {
 let running: InProcessWebhook | undefined;
 const receivers: Receiver[] = [];
 afterEach(async () => {
+  vi.restoreAllMocks();
   await running?.close();
   running = undefined;
   await Promise.all(receivers.splice(0).map((r) => r.close()));
@@ -368,6 +370,29 @@ describe('delivery of video events', () => {
     await expect(
       w.app.service.recover({ org_id: ORG, webhook_id: hook.id, since: Math.floor(w.clock.now() / 1000) - 15 * 86_400 }),
     ).rejects.toMatchObject({ code: 'invalid_since', param: 'since' });
+  });
+
+  it('answers a retry with the delivery as the retry left it, even when the new attempt is recorded first', async () => {
+    const w = await start({ retryDelaysMs: [0] });
+    const receiver = track(await httpReceiver(failing(500)));
+    const hook = await register(w, receiver.url);
+    await w.emitVideo('VideoCompleted', ORG, { id: 'video_1' });
+    const log = async () => (await w.app.service.listDeliveries({ org_id: ORG, webhook_id: hook.id, limit: 10 })).data;
+    await w.until(async () => expect((await log())[0]).toMatchObject({ delivery_status: 'failed' }));
+    const failed = (await log())[0]!;
+    receiver.respond = (_req, res) => {
+      res.writeHead(200).end();
+    };
+    // The new attempt, due at once, is made and recorded before the answer is put together.
+    const requeue = Deliveries.prototype.requeue;
+    vi.spyOn(Deliveries.prototype, 'requeue').mockImplementation(async function (this: Deliveries, ...args) {
+      const result = await requeue.apply(this, args);
+      await w.until(async () => expect((await log())[0]).toMatchObject({ delivery_status: 'succeeded' }));
+      return result;
+    });
+
+    const retried = await w.app.service.retryDelivery({ org_id: ORG, webhook_id: hook.id, delivery_id: failed.delivery_id });
+    expect(retried).toMatchObject({ id: failed.delivery_id, status: 'pending', attempts: 1, next_attempt_at: Math.floor(w.clock.now() / 1000) });
   });
 
   it('keeps one webhook per event however often the bus redelivers the event', async () => {

@@ -265,8 +265,17 @@ export class WebhookService {
   async retryDelivery(m: WebhookMessage<'retryDelivery'>) {
     const webhook = await this.ownedDoc(m.org_id, m.webhook_id);
     this.requireActive(webhook);
-    await this.deps.deliveries.requeue(m.delivery_id, m.webhook_id, m.org_id);
-    return this.deliveryView(m.delivery_id);
+    const { state } = await this.deps.deliveries.requeue(m.delivery_id, m.webhook_id, m.org_id);
+    const view = await this.deliveryView(m.delivery_id);
+    // The answer is the delivery as this retry left it: by the time the read model is read, the new
+    // attempt may already have been made.
+    if (state.status === 'absent') return view;
+    return {
+      ...view,
+      status: state.status,
+      attempts: state.attempts,
+      next_attempt_at: state.nextAttemptAt === null ? null : unixSeconds(state.nextAttemptAt),
+    };
   }
 
   /** Resends every failed delivery of the webhook created since `since`, at most 14 days back. */
