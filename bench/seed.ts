@@ -107,7 +107,14 @@ async function seedOrganization(
     const completionId = `chatcmpl_${randomId()}`;
     await account({
       type: 'FundsReserved',
-      data: { org_id: orgId, reservation_id: completionId, amount_micros: CHAT_RESERVED_MICROS, description: 'Chat completion' },
+      data: {
+        org_id: orgId,
+        reservation_id: completionId,
+        amount_micros: CHAT_RESERVED_MICROS,
+        description: 'Chat completion',
+        expires_at: at + 600,
+        reserved_at: at,
+      },
     });
     await writer(store, `chat-${sessionId}`, count)(
       { type: 'ChatSessionStarted', data: { session_id: sessionId, org_id: orgId, created_at: at } },

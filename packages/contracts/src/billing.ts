@@ -281,6 +281,8 @@ export const BillingEvents = {
     description: z.string(),
     /** Unix seconds; absent on reservations made before reservations expired. */
     expires_at: z.int().optional(),
+    /** Unix seconds; the account's clock for forgetting long-settled reservations. Absent on older events. */
+    reserved_at: z.int().optional(),
     /** Absent when no running process holds it (a video job's, owned by its stream). */
     holder: HolderSchema.optional(),
   }),

@@ -1,7 +1,7 @@
 import { type CustomLimits, DomainError, NO_CUSTOM_LIMITS, toApiError } from '@oc/contracts';
 import { deciderSpec } from '@oc/eventstore/testing';
 import { describe, expect, it } from 'vitest';
-import { accountDecider, type AccountEvent } from '../src/domain/account';
+import { accountDecider, type AccountEvent, SETTLED_RETENTION_SECONDS } from '../src/domain/account';
 
 const spec = deciderSpec(accountDecider);
 const org_id = 'org_1';
@@ -10,10 +10,15 @@ const credited = (amount_micros: number): AccountEvent => ({
   type: 'CreditsAdded',
   data: { org_id, amount_micros, description: 'top-up' },
 });
+const NOW = 1_000;
 const EXPIRES_AT = 5_000;
-const reserved = (reservation_id: string, amount_micros: number): AccountEvent => ({
+const reserved = (reservation_id: string, amount_micros: number, at = NOW, expires_at = EXPIRES_AT): AccountEvent => ({
   type: 'FundsReserved',
-  data: { org_id, reservation_id, amount_micros, description: 'video', expires_at: EXPIRES_AT },
+  data: { org_id, reservation_id, amount_micros, description: 'video', expires_at, reserved_at: at },
+});
+const capturedAll = (reservation_id: string, amount_micros: number): AccountEvent => ({
+  type: 'ReservationCaptured',
+  data: { org_id, reservation_id, amount_micros, released_micros: 0 },
 });
 
 const errorBody = (result: ReturnType<ReturnType<typeof spec.given>['when']>) => {
@@ -38,10 +43,10 @@ describe('account decider', () => {
 
   it('reserves funds only up to the available balance', () => {
     const given = spec.given([created, credited(1_000_000), reserved('r1', 600_000)]);
-    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 400_000, description: 'video', expiresAt: EXPIRES_AT })).toEqual({
+    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 400_000, description: 'video', expiresAt: EXPIRES_AT, now: NOW })).toEqual({
       events: [reserved('r2', 400_000)],
     });
-    const refused = given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 400_001, description: 'v', expiresAt: EXPIRES_AT });
+    const refused = given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 400_001, description: 'v', expiresAt: EXPIRES_AT, now: NOW });
     expect(errorBody(refused)).toEqual({
       error: {
         type: 'insufficient_quota',
@@ -59,7 +64,7 @@ describe('account decider', () => {
         reservationId: 'r1',
         amountMicros: 600_000,
         description: 'video',
-        expiresAt: EXPIRES_AT,
+        expiresAt: EXPIRES_AT, now: NOW,
       }),
     ).toEqual({ events: [] });
   });
@@ -94,7 +99,7 @@ describe('account decider', () => {
     const given = spec.given([created, credited(1_000_000), reserved('r1', 600_000), captured]);
     expect(given.when({ type: 'CaptureReservation', orgId: org_id, reservationId: 'r1', amountMicros: 600_000 })).toEqual({ events: [] });
     expect(given.when({ type: 'ReleaseReservation', orgId: org_id, reservationId: 'r1' })).toEqual({ events: [] });
-    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r1', amountMicros: 1, description: 'v', expiresAt: EXPIRES_AT })).toEqual({
+    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r1', amountMicros: 1, description: 'v', expiresAt: EXPIRES_AT, now: NOW })).toEqual({
       events: [],
     });
   });
@@ -106,7 +111,7 @@ describe('account decider', () => {
       reserved('r1', 1_000_000),
       { type: 'ReservationReleased', data: { org_id, reservation_id: 'r1', amount_micros: 1_000_000 } },
     ]);
-    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 1_000_000, description: 'v', expiresAt: EXPIRES_AT })).toMatchObject({
+    expect(given.when({ type: 'ReserveFunds', orgId: org_id, reservationId: 'r2', amountMicros: 1_000_000, description: 'v', expiresAt: EXPIRES_AT, now: NOW })).toMatchObject({
       events: [{ type: 'FundsReserved' }],
     });
   });
@@ -135,6 +140,31 @@ describe('account decider', () => {
       { type: 'ReservationCaptured', data: { org_id, reservation_id: 'r1', amount_micros: 600_000, released_micros: 0 } },
     ]);
     expect(given.when({ type: 'ExpireReservation', orgId: org_id, reservationId: 'r1', now: EXPIRES_AT + 1 })).toEqual({ events: [] });
+  });
+
+  it('remembers a settled reservation until a day past its expiry, then forgets it', () => {
+    const day = SETTLED_RETENTION_SECONDS;
+    const history = [created, credited(1_000_000), reserved('r1', 600_000), capturedAll('r1', 600_000)];
+    const withinADay = spec.given([...history, reserved('r2', 1, EXPIRES_AT + day)]);
+    expect(withinADay.when({ type: 'CaptureReservation', orgId: org_id, reservationId: 'r1', amountMicros: 600_000 })).toEqual({ events: [] });
+
+    const later = spec.given([...history, reserved('r2', 1, EXPIRES_AT + day + 1)]);
+    const capture = later.when({ type: 'CaptureReservation', orgId: org_id, reservationId: 'r1', amountMicros: 600_000 });
+    expect(errorBody(capture).error).toMatchObject({ code: 'resource_not_found' });
+  });
+
+  it('keeps the state of a long-lived account the size of its recent work', () => {
+    const events: AccountEvent[] = [created, credited(1_000_000_000)];
+    // A reservation a minute for 30 days, each captured at once and expiring an hour after it was made.
+    for (let minute = 0; minute < 30 * 1_440; minute++) {
+      const at = minute * 60;
+      events.push(reserved(`r${minute}`, 1, at, at + 3_600), capturedAll(`r${minute}`, 1));
+    }
+    const state = events.reduce(accountDecider.evolve, accountDecider.initialState());
+    if (state.status !== 'open') throw new Error('expected an open account');
+    // Those that expired within the last day, and the one still within its hour: a day and an hour of work.
+    expect(state.settled.size).toBeLessThanOrEqual(1_440 + 61);
+    expect(state.balanceMicros).toBe(1_000_000_000 - 30 * 1_440);
   });
 
   it('refuses to settle an unknown reservation', () => {

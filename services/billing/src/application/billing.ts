@@ -142,13 +142,15 @@ export class BillingService {
   }
 
   async reserveFunds(m: BillingMessage<'reserveFunds'>) {
+    const now = unixSeconds(this.deps.clock.now());
     await this.account({
       type: 'ReserveFunds',
       orgId: m.org_id,
       reservationId: m.reservation_id,
       amountMicros: m.amount_micros,
       description: m.description,
-      expiresAt: m.expires_at ?? unixSeconds(this.deps.clock.now()) + DEFAULT_RESERVATION_TTL_SECONDS,
+      expiresAt: m.expires_at ?? now + DEFAULT_RESERVATION_TTL_SECONDS,
+      now,
       ...(m.holder === undefined ? {} : { holder: m.holder }),
     });
     return { reservation_id: m.reservation_id };

@@ -19,6 +19,10 @@ import {
  *   reserved ──capture──▶ captured
  *      │ └────release──▶ released
  *      └──expire (at expires_at)──▶ expired   (a later capture is refused: the funds went back)
+ *
+ * A settled reservation is remembered, so that a repeated reserve, capture or release is harmless,
+ * until a day past its expiry (by the time of a later reservation): no product retries that late, and
+ * the account's state stays the size of its recent work, however long its history.
  */
 export type AccountEvent = Extract<
   BillingEvent,
@@ -39,7 +43,17 @@ export type AccountCommand =
   /** A new tier, custom limits (enterprise only; null gives a figure back to the tier), or both. */
   | { type: 'UpdateOrganization'; orgId: string; tier?: Tier; limits?: LimitsChange }
   | { type: 'AddCredits'; orgId: string; amountMicros: number; description: string }
-  | { type: 'ReserveFunds'; orgId: string; reservationId: string; amountMicros: number; description: string; expiresAt: number; holder?: string }
+  | {
+      type: 'ReserveFunds';
+      orgId: string;
+      reservationId: string;
+      amountMicros: number;
+      description: string;
+      expiresAt: number;
+      /** Unix seconds. */
+      now: number;
+      holder?: string;
+    }
   | { type: 'CaptureReservation'; orgId: string; reservationId: string; amountMicros: number }
   | { type: 'ReleaseReservation'; orgId: string; reservationId: string }
   /** Releases the reservation if it is still open at `now` (unix seconds) and has expired by then. */
@@ -51,7 +65,14 @@ export interface Reservation {
   expiresAt: number | null;
 }
 
-export type Settlement = 'captured' | 'released' | 'expired';
+export interface Settlement {
+  outcome: 'captured' | 'released' | 'expired';
+  /** The reservation's; null for reservations made before reservations expired. */
+  expiresAt: number | null;
+}
+
+/** How long past its expiry a settled reservation is still recognised. */
+export const SETTLED_RETENTION_SECONDS = 86_400;
 
 export type AccountState =
   | { status: 'absent' }
@@ -64,7 +85,7 @@ export type AccountState =
       balanceMicros: number;
       /** Open reservations by id. */
       reservations: Map<string, Reservation>;
-      /** How each reservation no longer open ended, so repeats are harmless. */
+      /** How each reservation no longer open ended, so repeats are harmless; in the order they ended. */
       settled: Map<string, Settlement>;
     };
 
@@ -146,6 +167,7 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
             amount_micros: command.amountMicros,
             description: command.description,
             expires_at: command.expiresAt,
+            reserved_at: command.now,
             ...(command.holder === undefined ? {} : { holder: command.holder }),
           },
         },
@@ -155,7 +177,7 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
     case 'CaptureReservation': {
       const reserved = state.reservations.get(command.reservationId)?.amountMicros;
       if (reserved === undefined) {
-        if (state.settled.get(command.reservationId) === 'expired') {
+        if (state.settled.get(command.reservationId)?.outcome === 'expired') {
           throw new DomainError({
             kind: 'Conflict',
             code: 'reservation_expired',
@@ -246,23 +268,40 @@ function evolve(state: AccountState, event: AccountEvent): AccountState {
     case 'CreditsAdded':
       return { ...state, balanceMicros: state.balanceMicros + event.data.amount_micros };
     case 'FundsReserved':
+      if (event.data.reserved_at !== undefined) forgetSettledBefore(state.settled, event.data.reserved_at - SETTLED_RETENTION_SECONDS);
       state.reservations.set(event.data.reservation_id, {
         amountMicros: event.data.amount_micros,
         expiresAt: event.data.expires_at ?? null,
       });
       return state;
     case 'ReservationCaptured':
-      state.reservations.delete(event.data.reservation_id);
-      state.settled.set(event.data.reservation_id, 'captured');
+      settle(state, event.data.reservation_id, 'captured');
       return { ...state, balanceMicros: state.balanceMicros - event.data.amount_micros };
     case 'ReservationReleased':
-      state.reservations.delete(event.data.reservation_id);
-      state.settled.set(event.data.reservation_id, event.data.reason === 'expired' ? 'expired' : 'released');
+      settle(state, event.data.reservation_id, event.data.reason === 'expired' ? 'expired' : 'released');
       return state;
     default: {
       const never: never = event;
       return never;
     }
+  }
+}
+
+function settle(state: AccountState & { status: 'open' }, reservationId: string, outcome: Settlement['outcome']) {
+  const expiresAt = state.reservations.get(reservationId)?.expiresAt ?? null;
+  state.reservations.delete(reservationId);
+  state.settled.set(reservationId, { outcome, expiresAt });
+}
+
+/**
+ * Drops the settlements of reservations that expired before `before`, oldest first, stopping at the first
+ * one to keep: one long-lived reservation delays the forgetting of those settled after it by at most its
+ * own lifetime, and each call does work only for what it drops.
+ */
+function forgetSettledBefore(settled: Map<string, Settlement>, before: number) {
+  for (const [id, { expiresAt }] of settled) {
+    if (expiresAt !== null && expiresAt >= before) return;
+    settled.delete(id);
   }
 }
 
