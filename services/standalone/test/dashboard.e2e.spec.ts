@@ -3,11 +3,12 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, chromium, type Page, type Response as PlaywrightResponse } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadStandaloneConfig } from '../src/config';
 import { type Standalone, startStandalone } from '../src/standalone';
 import { CHROMIUM, CHROMIUM_ARGS, chromiumInstalled } from './chromium';
+import { expectConformance } from './conformance';
 
 const ADMIN_TOKEN = 'dashboard-admin-token-0123456789';
 const PASSWORD = 'correct horse battery staple';
@@ -33,6 +34,21 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
   const expectedErrors: RegExp[] = [];
   let key = '';
   let chatSessionId = '';
+  /** Every API answer the browser got, checked against the OpenAPI document: what failed to match. */
+  const answers: Promise<string | undefined>[] = [];
+
+  const checkAnswer = async (response: PlaywrightResponse): Promise<string | undefined> => {
+    const url = new URL(response.url());
+    const headers = new Headers(await response.allHeaders());
+    const json = /^application\/json/.test(headers.get('content-type') ?? '');
+    try {
+      const text = json ? await response.text() : '';
+      await expectConformance(app.url, response.request().method(), url, response.status(), headers, text);
+      return undefined;
+    } catch (error) {
+      return (error as Error).message;
+    }
+  };
 
   const admin = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${app.url}/admin/v1${path}`, {
@@ -140,6 +156,10 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
       if (!expectedErrors.some((e) => e.test(text))) consoleErrors.push(text);
     });
     page.on('pageerror', (error) => consoleErrors.push(error.message));
+    page.on('response', (response) => {
+      const url = new URL(response.url());
+      if (url.origin === app.url && /^\/(v1|console\/v1|admin\/v1)\//.test(url.pathname)) answers.push(checkAnswer(response));
+    });
   });
 
   afterAll(async () => {
@@ -365,6 +385,12 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
 
   it('logged no error in the browser console', () => {
     expect(consoleErrors).toEqual([]);
+  });
+
+  it('was answered only as the OpenAPI document says, on every API call the browser made', async () => {
+    const problems = (await Promise.all(answers)).filter((p) => p !== undefined);
+    expect(problems).toEqual([]);
+    expect(answers.length).toBeGreaterThan(50);
   });
 });
 
