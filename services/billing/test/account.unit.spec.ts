@@ -142,13 +142,13 @@ describe('account decider', () => {
     expect(given.when({ type: 'ExpireReservation', orgId: org_id, reservationId: 'r1', now: EXPIRES_AT + 1 })).toEqual({ events: [] });
   });
 
-  it('remembers a settled reservation until a day past its expiry, then forgets it', () => {
-    const day = SETTLED_RETENTION_SECONDS;
+  it('remembers a settled reservation until an hour past its expiry, then forgets it', () => {
+    const retention = SETTLED_RETENTION_SECONDS;
     const history = [created, credited(1_000_000), reserved('r1', 600_000), capturedAll('r1', 600_000)];
-    const withinADay = spec.given([...history, reserved('r2', 1, EXPIRES_AT + day)]);
-    expect(withinADay.when({ type: 'CaptureReservation', orgId: org_id, reservationId: 'r1', amountMicros: 600_000 })).toEqual({ events: [] });
+    const within = spec.given([...history, reserved('r2', 1, EXPIRES_AT + retention)]);
+    expect(within.when({ type: 'CaptureReservation', orgId: org_id, reservationId: 'r1', amountMicros: 600_000 })).toEqual({ events: [] });
 
-    const later = spec.given([...history, reserved('r2', 1, EXPIRES_AT + day + 1)]);
+    const later = spec.given([...history, reserved('r2', 1, EXPIRES_AT + retention + 1)]);
     const capture = later.when({ type: 'CaptureReservation', orgId: org_id, reservationId: 'r1', amountMicros: 600_000 });
     expect(errorBody(capture).error).toMatchObject({ code: 'resource_not_found' });
   });
@@ -162,8 +162,8 @@ describe('account decider', () => {
     }
     const state = events.reduce(accountDecider.evolve, accountDecider.initialState());
     if (state.status !== 'open') throw new Error('expected an open account');
-    // Those that expired within the last day, and the one still within its hour: a day and an hour of work.
-    expect(state.settled.size).toBeLessThanOrEqual(1_440 + 61);
+    // Those that expired within the last hour, and those still within their hour: two hours of work.
+    expect(state.settled.size).toBeLessThanOrEqual(2 * 60 + 1);
     expect(state.balanceMicros).toBe(1_000_000_000 - 30 * 1_440);
   });
 

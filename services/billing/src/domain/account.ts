@@ -21,7 +21,7 @@ import {
  *      └──expire (at expires_at)──▶ expired   (a later capture is refused: the funds went back)
  *
  * A settled reservation is remembered, so that a repeated reserve, capture or release is harmless,
- * until a day past its expiry (by the time of a later reservation): no product retries that late, and
+ * until an hour past its expiry (by the time of a later reservation): no product retries that late, and
  * the account's state stays the size of its recent work, however long its history.
  */
 export type AccountEvent = Extract<
@@ -72,7 +72,7 @@ export interface Settlement {
 }
 
 /** How long past its expiry a settled reservation is still recognised. */
-export const SETTLED_RETENTION_SECONDS = 86_400;
+export const SETTLED_RETENTION_SECONDS = 3_600;
 
 export type AccountState =
   | { status: 'absent' }
