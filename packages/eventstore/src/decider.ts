@@ -2,6 +2,7 @@ import { uuidV7 } from '@oc/contracts';
 import { activeTrace } from '@oc/telemetry';
 import type { AppendResult, EventMetadata, EventStore, NewEvent, StoredEvent } from './port';
 import { WrongExpectedRevisionError } from './port';
+import type { Snapshot, SnapshotCodec, SnapshotStore } from './snapshots';
 
 export interface DomainEvent<Type extends string = string, Data = unknown> {
   type: Type;
@@ -13,18 +14,44 @@ export interface Decider<State, Command, Event extends DomainEvent> {
   decide(command: Command, state: State): Event[];
   evolve(state: State, event: Event): State;
   initialState(): State;
+  /** For a stream that grows without end: its state is kept every so many events, and loaded from there. */
+  snapshot?: SnapshotCodec<State>;
 }
+
+type Folding<State, Event extends DomainEvent> = Pick<Decider<State, never, Event>, 'evolve' | 'initialState' | 'snapshot'>;
 
 export async function aggregateStream<State, Event extends DomainEvent>(
   store: EventStore,
   streamName: string,
   decider: Pick<Decider<State, never, Event>, 'evolve' | 'initialState'>,
 ): Promise<{ state: State; revision: number | 'no_stream' }> {
-  const events = await store.readStream(streamName);
-  let state = decider.initialState();
-  for (const e of events) state = decider.evolve(state, e as unknown as Event);
-  const last = events.at(-1);
-  return { state, revision: last ? last.revision : 'no_stream' };
+  const { state, revision } = await foldStream(store, streamName, decider, decider.initialState(), 'no_stream');
+  return { state, revision };
+}
+
+/** Events read and folded a page at a time: a stream of millions (an account's) never sits in memory whole. */
+const FOLD_PAGE = 2_000;
+
+/** `state` (as of `revision`) with the stream's later events applied, and the first of them. */
+async function foldStream<State, Event extends DomainEvent>(
+  store: EventStore,
+  streamName: string,
+  decider: Pick<Decider<State, never, Event>, 'evolve'>,
+  state: State,
+  revision: number | 'no_stream',
+): Promise<{ state: State; revision: number | 'no_stream'; first: StoredEvent | undefined; last: StoredEvent | undefined }> {
+  let first: StoredEvent | undefined;
+  let last: StoredEvent | undefined;
+  for (;;) {
+    const page = await store.readStream(streamName, { fromRevision: revision === 'no_stream' ? 0 : revision + 1, maxCount: FOLD_PAGE });
+    first ??= page[0];
+    for (const e of page) state = decider.evolve(state, e as unknown as Event);
+    if (page.length > 0) {
+      last = page.at(-1)!;
+      revision = last.revision;
+    }
+    if (page.length < FOLD_PAGE) return { state, revision, first, last };
+  }
 }
 
 /** Serializes async work per key inside one process. */
@@ -148,6 +175,8 @@ export class CommandHandler {
        * are checked by their expected revision either way.
        */
       otherWriters?: boolean;
+      /** Where the states of deciders with a `snapshot` codec are kept; a failed write only makes loads longer. */
+      snapshots?: { store: SnapshotStore; onError(error: unknown): void };
     } = {},
   ) {}
 
@@ -227,6 +256,7 @@ export class CommandHandler {
           const first = toAppend[0]!;
           const origin = revision === 'no_stream' ? { id: first.id, metadata: first.metadata! } : this.states.get(streamName)?.origin;
           this.remember(streamName, decider, current, appended.nextExpectedRevision, origin);
+          this.snapshot(streamName, decider, current, revision, { revision: appended.nextExpectedRevision, id: toAppend.at(-1)!.id });
         }
         outcomes.forEach((outcome, i) => {
           if ('error' in outcome) pending[i]!.reject(outcome.error);
@@ -271,31 +301,63 @@ export class CommandHandler {
    * A stream's state as of its last event: the kept state and the events appended since (by anyone), read
    * one stream at a time like commands. Callers must not change it; commands keep evolving it.
    */
-  load<State, Event extends DomainEvent>(
-    streamName: string,
-    decider: Pick<Decider<State, never, Event>, 'evolve' | 'initialState'>,
-  ): Promise<State> {
+  load<State, Event extends DomainEvent>(streamName: string, decider: Folding<State, Event>): Promise<State> {
     return this.mutex.run(streamName, async () => (await this.read(streamName, decider, true)).state);
   }
 
   /** The kept state, or (when there is none, or `refresh`) the events read since its revision applied to it. */
   private async read<State, Event extends DomainEvent>(
     streamName: string,
-    decider: Pick<Decider<State, never, Event>, 'evolve' | 'initialState'>,
+    decider: Folding<State, Event>,
     refresh: boolean,
   ): Promise<{ state: State; revision: number | 'no_stream' }> {
     const cached = this.states.get(streamName);
     if (cached?.decider === decider && !refresh) return { state: cached.state as State, revision: cached.revision };
-    let state = cached?.decider === decider ? (cached.state as State) : decider.initialState();
-    let revision = cached?.decider === decider ? cached.revision : 'no_stream';
-    const newer = await this.store.readStream(streamName, { fromRevision: revision === 'no_stream' ? 0 : revision + 1 });
-    for (const e of newer) state = decider.evolve(state, e as unknown as Event);
-    const last = newer.at(-1);
-    if (last) revision = last.revision;
-    const first = newer[0];
+    const start = cached?.decider === decider ? { state: cached.state as State, revision: cached.revision } : await this.snapshotted(streamName, decider);
+    const { state, revision, last, first } = await foldStream(this.store, streamName, decider, start.state, start.revision);
     const origin = cached?.origin ?? (first?.revision === 0 ? { id: first.id, metadata: first.metadata } : undefined);
     this.remember(streamName, decider, state, revision, origin);
+    if (last) this.snapshot(streamName, decider, state, start.revision, last);
     return { state, revision };
+  }
+
+  /** The stream's kept snapshot when the store still holds the event it was taken at, else the initial state. */
+  private async snapshotted<State, Event extends DomainEvent>(
+    streamName: string,
+    decider: Folding<State, Event>,
+  ): Promise<{ state: State; revision: number | 'no_stream' }> {
+    const codec = decider.snapshot;
+    const snapshots = this.options.snapshots;
+    let kept: Snapshot | undefined;
+    try {
+      kept = codec && snapshots?.store.load(streamName);
+    } catch (error) {
+      snapshots?.onError(error);
+    }
+    if (codec && kept && kept.version === codec.version) {
+      const [at] = await this.store.readStream(streamName, { fromRevision: kept.revision, maxCount: 1 });
+      if (at?.id === kept.eventId && at.revision === kept.revision) return { state: codec.decode(kept.state), revision: kept.revision };
+    }
+    return { state: decider.initialState(), revision: 'no_stream' };
+  }
+
+  /** Keeps the state (as of `last`, committed) when the events since `from` crossed a multiple of `every`. */
+  private snapshot<State>(
+    streamName: string,
+    decider: { snapshot?: SnapshotCodec<State> },
+    state: State,
+    from: number | 'no_stream',
+    last: { revision: number; id: string },
+  ) {
+    const codec = decider.snapshot;
+    const snapshots = this.options.snapshots;
+    if (!codec || !snapshots) return;
+    if (Math.floor(last.revision / codec.every) === Math.floor((from === 'no_stream' ? -1 : from) / codec.every)) return;
+    try {
+      snapshots.store.save(streamName, { revision: last.revision, eventId: last.id, version: codec.version, state: codec.encode(state) });
+    } catch (error) {
+      snapshots.onError(error);
+    }
   }
 
   private remember(streamName: string, decider: unknown, state: unknown, revision: number | 'no_stream', origin: StreamOrigin | undefined) {

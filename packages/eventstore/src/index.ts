@@ -1,5 +1,6 @@
 export * from './port';
 export * from './decider';
+export * from './snapshots';
 export * from './sqlite';
 export * from './kurrentdb';
 export { startThread, startWorker, type WorkerCalls } from './worker-calls';

@@ -7,6 +7,7 @@ import { inSpan } from '@oc/telemetry';
 import { registerTestTracing } from '@oc/telemetry/testing';
 import { aggregateStream, causedBy, CommandHandler, KeyedMutex, type Decider } from '../src/decider';
 import { WrongExpectedRevisionError, type EventStore } from '../src/port';
+import { SqliteSnapshotStore } from '../src/snapshots';
 import { SqliteEventStore } from '../src/sqlite';
 
 type CounterCommand = { type: 'Increment'; max: number } | { type: 'SetTo'; value: number };
@@ -334,7 +335,79 @@ describe('CommandHandler against another process on the same file', () => {
   });
 });
 
+describe('CommandHandler with snapshots', () => {
+  const counted: Decider<CounterState, CounterCommand, CounterEvent> = {
+    ...counter,
+    snapshot: { version: 1, every: 10, encode: (state) => state, decode: (data) => data as CounterState },
+  };
+  let store: SqliteEventStore;
+  let snapshots: SqliteSnapshotStore;
+  let file: string;
+  beforeEach(() => {
+    store = new SqliteEventStore({ filename: ':memory:' });
+    file = join(dir, `snapshots-${randomUUID()}.sqlite`);
+    snapshots = new SqliteSnapshotStore(file);
+  });
+  afterEach(() => {
+    store.close();
+    snapshots.close();
+  });
+  const handler = (decider = counted) => {
+    const onError = vi.fn();
+    return { commands: new CommandHandler(store, { snapshots: { store: snapshots, onError } }), onError, decider };
+  };
+  const increment = async (commands: CommandHandler, times: number) => {
+    for (let i = 0; i < times; i++) await commands.handle('counter-1', counted, { type: 'Increment', max: 1_000 });
+  };
+
+  it('loads a long stream from its latest snapshot, reading only the events after it', async () => {
+    await increment(handler().commands, 25);
+    const reads = vi.spyOn(store, 'readStream');
+    const cold = handler().commands;
+    expect(await cold.load('counter-1', counted)).toEqual({ value: 25 });
+    // The event the snapshot (taken at revision 20, every 10) names, then the four after it.
+    expect(reads.mock.calls.map(([, options]) => options?.fromRevision)).toEqual([20, 21]);
+    await cold.handle('counter-1', counted, { type: 'Increment', max: 26 });
+    expect(await handler().commands.load('counter-1', counted)).toEqual({ value: 26 });
+  });
+
+  it('ignores a snapshot whose event the store no longer holds at its revision (another or a reset log)', async () => {
+    await increment(handler().commands, 12);
+    store.close();
+    store = new SqliteEventStore({ filename: ':memory:' });
+    await handler().commands.handle('counter-1', counted, { type: 'SetTo', value: 3 });
+    expect(await handler().commands.load('counter-1', counted)).toEqual({ value: 3 });
+  });
+
+  it('ignores a snapshot of another version of the state', async () => {
+    await increment(handler().commands, 12);
+    const reads = vi.spyOn(store, 'readStream');
+    const next = { ...counted, snapshot: { ...counted.snapshot!, version: 2, decode: () => ({ value: -1 }) } };
+    expect(await handler().commands.load('counter-1', next)).toEqual({ value: 12 });
+    expect(reads.mock.calls[0]?.[1]?.fromRevision).toBe(0);
+  });
+
+  it('keeps deciding when a snapshot cannot be kept, and says so', async () => {
+    const { commands, onError } = handler();
+    snapshots.close();
+    await increment(commands, 12);
+    expect(await commands.load('counter-1', counted)).toEqual({ value: 12 });
+    expect(await handler().commands.load('counter-1', counted)).toEqual({ value: 12 });
+    expect(onError).toHaveBeenCalled();
+    snapshots = new SqliteSnapshotStore(file);
+  });
+});
+
 describe('aggregateStream', () => {
+  it('folds a stream longer than a page of reads', async () => {
+    const store = new SqliteEventStore({ filename: ':memory:' });
+    const events = Array.from({ length: 4_500 }, () => ({ id: randomUUID(), type: 'Incremented', data: { by: 1 } }));
+    await store.appendToStream('counter-long', events, { expectedRevision: 'no_stream' });
+    expect(await aggregateStream(store, 'counter-long', counter)).toEqual({ state: { value: 4_500 }, revision: 4_499 });
+    expect(await new CommandHandler(store).load('counter-long', counter)).toEqual({ value: 4_500 });
+    store.close();
+  });
+
   it('folds a stream into state and reports its revision, or no_stream when missing', async () => {
     const store = new SqliteEventStore({ filename: ':memory:' });
     expect(await aggregateStream(store, 'counter-1', counter)).toEqual({ state: { value: 0 }, revision: 'no_stream' });

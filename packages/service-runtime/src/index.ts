@@ -5,7 +5,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { natsNames, type OwningService, ownsStream, type Replicas } from '@oc/contracts';
-import { type CheckpointStore, type EventStore, ensurePrivateDir, privateFiles, traceEventStore } from '@oc/eventstore';
+import {
+  type CheckpointStore,
+  type EventStore,
+  ensurePrivateDir,
+  privateFiles,
+  type SnapshotStore,
+  SqliteSnapshotStore,
+  traceEventStore,
+} from '@oc/eventstore';
 import { openEventStores } from '@oc/eventstore/open';
 import {
   ensureEventsStream,
@@ -30,6 +38,8 @@ export { LogLevelSchema, serviceProcessConfig, type ServiceProcessConfig } from 
 export interface ServiceInfrastructure {
   eventStore: EventStore;
   checkpoints: CheckpointStore;
+  /** Kept states of long streams (`DATA_DIR/snapshots.sqlite`, a cache beside any event store). */
+  snapshots: SnapshotStore;
   readModels: ReadModelStore;
   client: ServiceClient;
   nc: NatsConnection;
@@ -64,6 +74,7 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
   privateFiles();
   await ensurePrivateDir(config.DATA_DIR);
   const stores = openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: config.EVENTSTORE_FILE ?? join(config.DATA_DIR, 'events.sqlite') });
+  const snapshots = new SqliteSnapshotStore(join(config.DATA_DIR, 'snapshots.sqlite'));
   const readModels = config.MONGO_URL
     ? await MongoReadModelStore.connect(config.MONGO_URL, `oc_${service}`)
     : new SqliteReadModelStore({ filename: config.READMODEL_FILE ?? join(config.DATA_DIR, 'read-models.sqlite') });
@@ -92,6 +103,7 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
       ? traceEventStore(stores.store, { system: config.EVENTSTORE_URL ? 'kurrentdb' : 'sqlite', projections: service })
       : stores.store,
     checkpoints: stores.checkpoints,
+    snapshots,
     readModels,
     client: traced ? traceServiceClient(nats, { system: 'nats', destination: natsNames(config.NATS_PREFIX).subject }) : nats,
     nc,
@@ -121,6 +133,7 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
     await relay.stop();
     await nats.close();
     await stores.close();
+    snapshots.close();
     await readModels.close();
     await telemetry.shutdown();
     process.exit(0);

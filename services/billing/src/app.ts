@@ -1,5 +1,5 @@
 import { type Clock, type IdSource, type Replicas, repeatByClock } from '@oc/contracts';
-import { CommandHandler, type EventStore } from '@oc/eventstore';
+import { CommandHandler, type EventStore, type SnapshotStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
 import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
@@ -22,6 +22,8 @@ export interface BillingRuntime {
   keyBytes?: () => Buffer;
   /** Replicas of billing on the same event store (its own process); alone when absent. */
   replicas?: Replicas;
+  /** Where accounts' states are kept every so many events; without it, an account loads from its first event. */
+  snapshots?: SnapshotStore;
 }
 
 /** How often expired reservations are looked for (by the injected clock). */
@@ -52,7 +54,12 @@ export async function createBilling(runtime: BillingRuntime) {
   });
   await projections.start();
   const shared = runtime.replicas?.shared ?? false;
-  const commands = new CommandHandler(runtime.eventStore, { otherWriters: shared });
+  const commands = new CommandHandler(runtime.eventStore, {
+    otherWriters: shared,
+    ...(runtime.snapshots && {
+      snapshots: { store: runtime.snapshots, onError: (err: unknown) => runtime.logger.warn({ err }, 'an account snapshot was not kept') },
+    }),
+  });
   const service = new BillingService({
     eventStore: runtime.eventStore,
     commands,

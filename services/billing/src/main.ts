@@ -13,6 +13,6 @@ await runServiceProcess({
   version: pkg.version,
   config,
   telemetry,
-  create: ({ eventStore, readModels, client, logger, replicas }) =>
-    createBilling({ eventStore, readModels, client, clock: systemClock, ids: sortableIds, logger, replicas }),
+  create: ({ eventStore, snapshots, readModels, client, logger, replicas }) =>
+    createBilling({ eventStore, snapshots, readModels, client, clock: systemClock, ids: sortableIds, logger, replicas }),
 });

@@ -167,6 +167,25 @@ describe('account decider', () => {
     expect(state.balanceMicros).toBe(1_000_000_000 - 30 * 1_440);
   });
 
+  it('comes back from its snapshot as it was, open reservations and settlements in their order', () => {
+    const events = [
+      created,
+      credited(1_000_000),
+      reserved('r1', 100_000),
+      reserved('r2', 200_000),
+      capturedAll('r1', 100_000),
+      { type: 'ReservationReleased', data: { org_id, reservation_id: 'r3', amount_micros: 1, reason: 'expired' } } as AccountEvent,
+    ];
+    const state = events.reduce(accountDecider.evolve, accountDecider.initialState());
+    const { snapshot } = accountDecider;
+    const restored = snapshot.decode(JSON.parse(JSON.stringify(snapshot.encode(state))));
+    expect(restored).toEqual(state);
+    if (restored.status !== 'open' || state.status !== 'open') throw new Error('expected open accounts');
+    expect([...restored.settled.keys()]).toEqual([...state.settled.keys()]);
+    const absent = accountDecider.initialState();
+    expect(snapshot.decode(JSON.parse(JSON.stringify(snapshot.encode(absent))))).toEqual(absent);
+  });
+
   it('refuses to settle an unknown reservation', () => {
     const result = spec.given([created]).when({ type: 'ReleaseReservation', orgId: org_id, reservationId: 'nope' });
     expect(errorBody(result).error.code).toBe('resource_not_found');

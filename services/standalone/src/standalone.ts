@@ -16,7 +16,7 @@ import {
   systemClock,
   unwrap,
 } from '@oc/contracts';
-import { ensurePrivateDir, openSqliteStores, startThread, traceEventStore } from '@oc/eventstore';
+import { ensurePrivateDir, openSqliteStores, SqliteSnapshotStore, startThread, traceEventStore } from '@oc/eventstore';
 import {
   EventStoreEventBus,
   InProcessBroker,
@@ -61,6 +61,7 @@ export async function startStandalone(options: StandaloneOptions) {
 
   const eventsFile = join(config.DATA_DIR, 'events.sqlite');
   const stores = openSqliteStores({ filename: eventsFile, clock });
+  const snapshots = new SqliteSnapshotStore(join(config.DATA_DIR, 'snapshots.sqlite'));
   await mkdir(join(config.DATA_DIR, 'read-models'), { recursive: true });
   /** Each service keeps its read models in a file of its own, as it would in a database of its own. */
   const readModelFile = (service: string) => join(config.DATA_DIR, 'read-models', `${service}.sqlite`);
@@ -112,6 +113,7 @@ export async function startStandalone(options: StandaloneOptions) {
   const built = await Promise.all([
     createBilling({
       eventStore,
+      snapshots,
       readModels: readModels('billing'),
       projector,
       client,
@@ -175,6 +177,7 @@ export async function startStandalone(options: StandaloneOptions) {
       for (const service of services.reverse()) await service.close();
       await projectionThread.close();
       await stores.close();
+      snapshots.close();
       for (const store of Object.values(readModelStores)) await store.close();
     },
   };

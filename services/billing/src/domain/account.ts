@@ -1,3 +1,4 @@
+import type { SnapshotCodec } from '@oc/eventstore';
 import {
   type BillingEvent,
   BillingStreams,
@@ -305,4 +306,27 @@ function forgetSettledBefore(settled: Map<string, Settlement>, before: number) {
   }
 }
 
-export const accountDecider = { decide, evolve, initialState };
+type OpenAccount = AccountState & { status: 'open' };
+type EncodedAccount = Omit<OpenAccount, 'reservations' | 'settled'> & {
+  reservations: Array<[string, Reservation]>;
+  settled: Array<[string, Settlement]>;
+};
+
+/**
+ * An account's stream grows with every reservation, so its state is kept every 10,000 events (a busy
+ * organization's few minutes) and loaded from there: a load reads at most that many events, however long
+ * the history. Version 1: the state with its maps as arrays of entries, in their order.
+ */
+const snapshot: SnapshotCodec<AccountState> = {
+  version: 1,
+  every: 10_000,
+  encode: (state) =>
+    state.status === 'open' ? ({ ...state, reservations: [...state.reservations], settled: [...state.settled] } satisfies EncodedAccount) : state,
+  decode: (data) => {
+    const state = data as AccountState | EncodedAccount;
+    if (state.status !== 'open') return state;
+    return { ...state, reservations: new Map(state.reservations), settled: new Map(state.settled) };
+  },
+};
+
+export const accountDecider = { decide, evolve, initialState, snapshot };

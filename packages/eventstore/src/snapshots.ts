@@ -1,0 +1,69 @@
+import Database from 'better-sqlite3';
+
+/**
+ * A stream's state as of one revision, kept so that a long stream (an account's millions of reservations) is
+ * loaded from it and the events after it instead of from its first event. A cache, never a source of truth:
+ * it names the id of the event at its revision, and is used only while the store still holds that event there.
+ */
+export interface Snapshot {
+  revision: number;
+  /** The id of the stream's event at `revision`. */
+  eventId: string;
+  /** The decider's snapshot version: a snapshot of another version is ignored. */
+  version: number;
+  state: unknown;
+}
+
+export interface SnapshotStore {
+  load(streamName: string): Snapshot | undefined;
+  /** Keeps the latest snapshot of the stream; an older one than what is kept changes nothing. */
+  save(streamName: string, snapshot: Snapshot): void;
+  close(): void;
+}
+
+/** How a decider's state is kept in a snapshot, and how often: every `every` events of its stream. */
+export interface SnapshotCodec<State> {
+  version: number;
+  every: number;
+  encode(state: State): unknown;
+  decode(data: unknown): State;
+}
+
+/**
+ * Snapshots in a SQLite file of their own (not the event log: nothing there is published, and the log's writer
+ * is never made to wait for them). Writes are not synced: a snapshot lost to a crash is only a longer load.
+ * Several processes may share the file (WAL, a busy timeout).
+ */
+export class SqliteSnapshotStore implements SnapshotStore {
+  private readonly db: Database.Database;
+  private readonly select: Database.Statement<[string], { revision: number; event_id: string; version: number; state: string }>;
+  private readonly upsert: Database.Statement<[string, number, string, number, string]>;
+
+  constructor(filename: string) {
+    this.db = new Database(filename, { timeout: 5_000 });
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = OFF');
+    this.db.exec(
+      'CREATE TABLE IF NOT EXISTS snapshots (stream TEXT PRIMARY KEY, revision INTEGER NOT NULL, event_id TEXT NOT NULL, version INTEGER NOT NULL, state TEXT NOT NULL)',
+    );
+    this.select = this.db.prepare('SELECT revision, event_id, version, state FROM snapshots WHERE stream = ?');
+    this.upsert = this.db.prepare(
+      `INSERT INTO snapshots (stream, revision, event_id, version, state) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (stream) DO UPDATE SET revision = excluded.revision, event_id = excluded.event_id, version = excluded.version, state = excluded.state
+       WHERE excluded.revision > snapshots.revision OR excluded.version <> snapshots.version`,
+    );
+  }
+
+  load(streamName: string): Snapshot | undefined {
+    const row = this.select.get(streamName);
+    return row && { revision: row.revision, eventId: row.event_id, version: row.version, state: JSON.parse(row.state) };
+  }
+
+  save(streamName: string, snapshot: Snapshot): void {
+    this.upsert.run(streamName, snapshot.revision, snapshot.eventId, snapshot.version, JSON.stringify(snapshot.state));
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}
