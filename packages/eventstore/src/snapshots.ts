@@ -29,6 +29,14 @@ export interface SnapshotCodec<State> {
   decode(data: unknown): State;
 }
 
+/** The codec of a state that is plain JSON already (no Map, Set, Date or undefined in it). */
+export const jsonSnapshots = <State>(version: number, every: number): SnapshotCodec<State> => ({
+  version,
+  every,
+  encode: (state) => state,
+  decode: (data) => data as State,
+});
+
 /**
  * Snapshots in a SQLite file of their own (not the event log: nothing there is published, and the log's writer
  * is never made to wait for them). Writes are not synced: a snapshot lost to a crash is only a longer load.

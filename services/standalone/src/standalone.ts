@@ -145,6 +145,7 @@ export async function startStandalone(options: StandaloneOptions) {
     }),
     createWebhook({
       eventStore,
+      snapshots,
       readModels: readModels('webhook'),
       projector,
       // One shared log in this mode: the webhook service reads video events straight from it.

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { aloneReplica, type Clock, type IdSource, type Replicas, repeatByClock, VideoNotifications } from '@oc/contracts';
-import { causedBy, CommandHandler, type EventStore, type StoredEvent, type Subscription } from '@oc/eventstore';
+import { causedBy, CommandHandler, type EventStore, type SnapshotStore, type StoredEvent, type Subscription } from '@oc/eventstore';
 import type { DurableEventBus, ServiceClient } from '@oc/messaging';
 import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
@@ -68,6 +68,8 @@ export interface WebhookRuntime {
    * scheduled and takes over those of a replica that is gone. Absent, this process is alone.
    */
   replicas?: Replicas;
+  /** Where long streams' states (a busy endpoint's) are kept every so many events; without it, they load from the first. */
+  snapshots?: SnapshotStore;
 }
 
 /** How often a replica looks for the deliveries of replicas that are gone (by the injected clock). */
@@ -110,7 +112,12 @@ export async function createWebhook(runtime: WebhookRuntime) {
   });
   const secrets = SecretBox.fromConfig(settings.secretKey);
   const replicas = runtime.replicas ?? aloneReplica(hostname());
-  const commands = new CommandHandler(runtime.eventStore, { otherWriters: replicas.shared });
+  const commands = new CommandHandler(runtime.eventStore, {
+    otherWriters: replicas.shared,
+    ...(runtime.snapshots && {
+      snapshots: { store: runtime.snapshots, onError: (err: unknown) => logger.warn({ err }, 'a webhook snapshot was not kept') },
+    }),
+  });
   const readModels = replicas.shared
     ? readLatest(runtime.readModels, projections, runtime.eventStore)
     : readYourWrites(runtime.readModels, projections, commands);

@@ -21,13 +21,14 @@ await runServiceProcess({
   version: pkg.version,
   config,
   telemetry,
-  create: async ({ eventStore, readModels, client, nc, logger, replicas }) => {
+  create: async ({ eventStore, snapshots, readModels, client, nc, logger, replicas }) => {
     // Turning a video event into deliveries takes milliseconds: an event its replica took to the grave goes
     // to another replica after 15 s rather than the bus's default minute.
     const bus = new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX, ackWaitMs: 15_000 });
     return createWebhook({
       replicas,
       eventStore,
+      snapshots,
       readModels,
       bus,
       followVideoEvents: (handler) => bus.follow({ service: 'video', types: Object.keys(VideoNotifications) }, handler),

@@ -107,4 +107,18 @@ describe('webhook decider', () => {
     expect(spec.given([created, deleted]).when(attempt(false))).toEqual({ events: [] });
     expect(errorOf(spec.given([created, deleted]).when({ type: 'DeleteWebhook', webhookId: 'wh_1', orgId: 'org_1', now: 6 })).status).toBe(404);
   });
+
+  it('comes back from its snapshot as it was (its state is plain JSON)', () => {
+    const events: WebhookEvent[] = [
+      created,
+      { type: 'WebhookUpdated', data: { ...ref, events: ['video.failed', 'video.completed'], description: 'prod' } },
+      { type: 'WebhookSecretRotated', data: { ...ref, secret: 'sealed-2', previous_secret: 'sealed-1', previous_secret_expires_at: 86_401 } },
+      failed(7),
+      { type: 'WebhookAttemptSucceeded', data: { ...ref, at: 9 } },
+      failed(11),
+    ];
+    const state = events.reduce(webhookDecider.evolve, webhookDecider.initialState());
+    const { snapshot } = webhookDecider;
+    expect(snapshot.decode(JSON.parse(JSON.stringify(snapshot.encode(state))))).toEqual(state);
+  });
 });

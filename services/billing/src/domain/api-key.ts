@@ -1,4 +1,5 @@
 import { type BillingEvent, DomainError, type Scope, BillingStreams, streamName } from '@oc/contracts';
+import { jsonSnapshots } from '@oc/eventstore';
 
 /** One API key (stream `apikey-<key_id>`). Only the SHA-256 of the key is ever stored. */
 export type ApiKeyEvent = Extract<BillingEvent, { type: 'ApiKeyCreated' | 'ApiKeyRevoked' | 'ApiKeyUsed' }>;
@@ -86,4 +87,5 @@ function evolve(state: ApiKeyState, event: ApiKeyEvent): ApiKeyState {
   }
 }
 
-export const apiKeyDecider = { decide, evolve, initialState: (): ApiKeyState => ({ status: 'absent' }) };
+/** A key in use records its usage every few seconds, so its stream grows for as long as it is used. */
+export const apiKeyDecider = { decide, evolve, initialState: (): ApiKeyState => ({ status: 'absent' }), snapshot: jsonSnapshots<ApiKeyState>(1, 10_000) };

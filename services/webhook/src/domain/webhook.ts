@@ -1,4 +1,5 @@
 import { DomainError, type WebhookDomainEvent, type WebhookEventType, WebhookStreams, streamName } from '@oc/contracts';
+import { jsonSnapshots } from '@oc/eventstore';
 
 /** One webhook endpoint of an organization (stream `webhook-<id>`). Its secret is only ever held sealed. */
 export type WebhookEvent = Extract<
@@ -191,4 +192,5 @@ function evolve(state: WebhookState, event: WebhookEvent): WebhookState {
 
 const sameSet = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x) => b.includes(x));
 
-export const webhookDecider = { decide, evolve, initialState: (): WebhookState => ({ status: 'absent' }) };
+/** A busy endpoint's stream records an outcome up to every second, so it grows for as long as it is in use. */
+export const webhookDecider = { decide, evolve, initialState: (): WebhookState => ({ status: 'absent' }), snapshot: jsonSnapshots<WebhookState>(1, 10_000) };
