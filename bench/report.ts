@@ -5,6 +5,7 @@ import type { HistoryResults } from './history';
 import type { HttpLoadResult, StreamLoadResult } from './jobs';
 import { FULL, type Plan, type Summary } from './measure';
 import { ROOT } from './processes';
+import { median } from './stats';
 import { LONG_STREAM_TOKENS, NAMES, type VideoFigures } from './sections';
 import { TOKENS_PER_CHUNK } from './targets/upstream-shape';
 
@@ -58,13 +59,19 @@ function table(head: string[], rows: string[][]): string {
 
 type Rows = Record<string, Summary<HttpLoadResult>> | undefined;
 
-/** `a ÷ b` of one figure, flagged when either row is invalid; nothing when either is missing. */
+/**
+ * `a ÷ b` of one figure, flagged when either row is invalid; nothing when either is missing. Rows measured in
+ * the same rounds give the median of each round's ratio: the two ran minutes apart at most within a round, so a
+ * machine that speeds up or slows down between rounds moves both alike.
+ */
 function ratio(label: string, rows: Rows, a: string, b: string, figure: 'rps' | 'p50' = 'rps'): string[][] {
   const x = rows?.[a];
   const y = rows?.[b];
   if (!x || !y) return [];
   const what = figure === 'rps' ? 'req/s' : 'p50 latency';
-  return [[`${label} ${what}: ${a} ÷ ${b}`, times(x[figure] / y[figure]) + mark(x) + mark(y)]];
+  const paired = x.rounds.length === y.rounds.length && x.rounds.length > 1;
+  const value = paired ? median(x.rounds.map((round, i) => round[figure] / y.rounds[i]![figure])) : x[figure] / y[figure];
+  return [[`${label} ${what}: ${a} ÷ ${b}`, times(value) + mark(x) + mark(y)]];
 }
 
 function streamRatios(stream: Results['stream'], d: string): string[][] {
