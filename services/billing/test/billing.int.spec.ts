@@ -1,23 +1,29 @@
 import 'reflect-metadata';
 import { ManualClock, sortableIds, Subjects, type Reply } from '@oc/contracts';
-import { openSqliteStores } from '@oc/eventstore';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openSqliteStores, SqliteSnapshotStore } from '@oc/eventstore';
 import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient, type ServiceClient } from '@oc/messaging';
 import { SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
 import { NestFactory } from '@nestjs/core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createBilling } from '../src/app';
+import { accountStream } from '../src/domain/account';
 
 /** The billing service alone, answering on the in-process transport, as other services reach it. */
-async function startBilling() {
+async function startBilling(files: { dir: string } | undefined = undefined) {
   const clock = new ManualClock(Date.UTC(2026, 10, 22));
   // Events are stamped by the test's clock, as in the running service, so that days follow it.
-  const stores = openSqliteStores({ filename: ':memory:', clock });
+  const stores = openSqliteStores({ filename: files ? join(files.dir, 'events.sqlite') : ':memory:', clock });
+  const snapshots = files && new SqliteSnapshotStore(join(files.dir, 'snapshots.sqlite'));
   const broker = new InProcessBroker();
   const client = new InProcessServiceClient(broker);
   const billing = await createBilling({
     eventStore: stores.store,
-    readModels: new SqliteReadModelStore({ filename: ':memory:' }),
+    ...(snapshots && { snapshots }),
+    readModels: new SqliteReadModelStore({ filename: files ? join(files.dir, 'read-models.sqlite') : ':memory:' }),
     client,
     clock,
     ids: sortableIds,
@@ -28,10 +34,12 @@ async function startBilling() {
   return {
     client,
     clock,
+    store: stores.store,
     async close() {
       await app.close();
       await billing.close();
       await stores.close();
+      snapshots?.close();
     },
   };
 }
@@ -258,5 +266,48 @@ describe('billing: console members, sessions and daily figures', () => {
       ],
       has_more: false,
     });
+  });
+});
+
+describe('billing: an account with a long history', () => {
+  it('loads from its snapshot after a restart, reading only the events after it, with the balance exact', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oc-billing-snapshots-'));
+    try {
+      const first = await startBilling({ dir });
+      const org = await first.client.request<{ id: string }>(Subjects.billing.createOrganization, { name: 'Busy', tier: 'enterprise' });
+      if (!org.ok) throw new Error('org');
+      const org_id = org.data.id;
+      await first.client.request(Subjects.billing.addCredits, { org_id, amount_micros: 100_000_000, description: 'Top-up' });
+      // Ten thousand events of history, written as billing writes them: a reservation, then its capture.
+      let revision = 1;
+      for (let batch = 0; batch < 10; batch++) {
+        const events = Array.from({ length: 500 }, (_, i) => {
+          const reservation_id = `chatcmpl_${batch}_${i}`;
+          return [
+            { id: crypto.randomUUID(), type: 'FundsReserved', data: { org_id, reservation_id, amount_micros: 2_000, description: 'Chat completion', expires_at: 2_000_000_000, reserved_at: 1_795_000_000 } },
+            { id: crypto.randomUUID(), type: 'ReservationCaptured', data: { org_id, reservation_id, amount_micros: 1_000, released_micros: 1_000 } },
+          ];
+        }).flat();
+        revision = (await first.store.appendToStream(accountStream(org_id), events, { expectedRevision: revision })).nextExpectedRevision;
+      }
+      const reserve = (bus: ServiceClient, reservation_id: string, amount_micros: number) =>
+        bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id, amount_micros, description: 'video' });
+      // Decided on the whole stream (the kept state was behind it), which leaves a snapshot.
+      expect((await reserve(first.client, 'after_1', 1_000)).ok).toBe(true);
+      await first.close();
+
+      const second = await startBilling({ dir });
+      const reads = vi.spyOn(second.store, 'readStream');
+      // 100 USD credited, 5,000 captures of 1,000 micro-USD, 1,000 still held: 94,999,000 available.
+      const refused = await reserve(second.client, 'after_2', 94_999_001);
+      expect(refused).toMatchObject({ ok: false, error: { status: 402 } });
+      expect((await reserve(second.client, 'after_3', 94_999_000)).ok).toBe(true);
+      const accountReads = reads.mock.calls.filter(([stream]) => stream === accountStream(org_id));
+      expect(accountReads.length).toBeGreaterThan(0);
+      for (const [, options] of accountReads) expect(options?.fromRevision).toBeGreaterThanOrEqual(10_000);
+      await second.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
