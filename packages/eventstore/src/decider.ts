@@ -341,7 +341,7 @@ export class CommandHandler {
     return { state: decider.initialState(), revision: 'no_stream' };
   }
 
-  /** Keeps the state (as of `last`, committed) when the events since `from` crossed a multiple of `every`. */
+  /** Keeps the state (as of `last`, committed) when the stream's length passed a multiple of `every` since `from`. */
   private snapshot<State>(
     streamName: string,
     decider: { snapshot?: SnapshotCodec<State> },
@@ -352,7 +352,8 @@ export class CommandHandler {
     const codec = decider.snapshot;
     const snapshots = this.options.snapshots;
     if (!codec || !snapshots) return;
-    if (Math.floor(last.revision / codec.every) === Math.floor((from === 'no_stream' ? -1 : from) / codec.every)) return;
+    const lengthBefore = from === 'no_stream' ? 0 : from + 1;
+    if (Math.floor((last.revision + 1) / codec.every) === Math.floor(lengthBefore / codec.every)) return;
     try {
       snapshots.store.save(streamName, { revision: last.revision, eventId: last.id, version: codec.version, state: codec.encode(state) });
     } catch (error) {

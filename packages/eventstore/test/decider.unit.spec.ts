@@ -365,10 +365,17 @@ describe('CommandHandler with snapshots', () => {
     const reads = vi.spyOn(store, 'readStream');
     const cold = handler().commands;
     expect(await cold.load('counter-1', counted)).toEqual({ value: 25 });
-    // The event the snapshot (taken at revision 20, every 10) names, then the four after it.
-    expect(reads.mock.calls.map(([, options]) => options?.fromRevision)).toEqual([20, 21]);
+    // The event the snapshot (taken at 20 events, revision 19) names, then the five after it.
+    expect(reads.mock.calls.map(([, options]) => options?.fromRevision)).toEqual([19, 20]);
     await cold.handle('counter-1', counted, { type: 'Increment', max: 26 });
     expect(await handler().commands.load('counter-1', counted)).toEqual({ value: 26 });
+  });
+
+  it('keeps no snapshot of a stream shorter than `every`', async () => {
+    await increment(handler().commands, 9);
+    expect(snapshots.load('counter-1')).toBeUndefined();
+    await increment(handler().commands, 1);
+    expect(snapshots.load('counter-1')).toMatchObject({ revision: 9, state: { value: 10 } });
   });
 
   it('ignores a snapshot whose event the store no longer holds at its revision (another or a reset log)', async () => {
