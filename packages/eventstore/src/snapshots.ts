@@ -23,6 +23,7 @@ export interface SnapshotStore {
 
 /** How a decider's state is kept in a snapshot, and how often: every `every` events of its stream. */
 export interface SnapshotCodec<State> {
+  /** Raised whenever the state's shape or what `evolve` makes of an event changes: older snapshots are then ignored. */
   version: number;
   every: number;
   encode(state: State): unknown;
