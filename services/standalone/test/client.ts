@@ -40,9 +40,15 @@ export function clientFor(service: RunningService) {
     call<T>(method, `/admin/v1${path}`, { token: service.adminToken, ...(body !== undefined ? { body } : {}) });
 
   /** An organization with credit and a key with the given scopes: the usual starting point. */
-  async function newCustomer(options: { tier?: string; credit?: number; scopes?: string[]; key?: Record<string, unknown> } = {}) {
+  async function newCustomer(
+    options: { tier?: string; credit?: number; scopes?: string[]; key?: Record<string, unknown>; limits?: Record<string, number> } = {},
+  ) {
     const org = await admin('POST', '/organizations', { name: 'Acme', tier: options.tier ?? 'standard' });
     if (org.status !== 200) throw new Error(`create org: ${org.status} ${JSON.stringify(org.body)}`);
+    if (options.limits) {
+      const set = await admin('PATCH', `/organizations/${org.body.id}`, { limits: options.limits });
+      if (set.status !== 200) throw new Error(`set limits: ${set.status} ${JSON.stringify(set.body)}`);
+    }
     if (options.credit) await admin('POST', `/organizations/${org.body.id}/credits`, { amount: options.credit, description: 'Top-up' });
     const key = await admin('POST', `/organizations/${org.body.id}/keys`, {
       name: 'test key',
