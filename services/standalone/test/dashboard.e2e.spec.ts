@@ -234,11 +234,17 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
     await panel.getByRole('button', { name: 'Deliveries' }).click();
     // video.processing was refused (500) on every attempt; video.completed went through (200).
     const failed = panel.locator('tr', { hasText: 'video.processing' }).filter({ hasText: 'failed' }).first();
-    await expect.poll(async () => {
-      await panel.getByRole('button', { name: 'Hide deliveries' }).click();
-      await panel.getByRole('button', { name: 'Deliveries' }).click();
-      return failed.count();
-    }, { timeout: 15_000 }).toBe(1);
+    await expect
+      .poll(async () => {
+        await panel.getByRole('button', { name: 'Hide deliveries' }).click();
+        await panel.getByRole('button', { name: 'Deliveries' }).click();
+        return failed.count();
+      }, { timeout: 30_000 })
+      .toBe(1)
+      // What the log showed instead, for whoever reads a failure.
+      .catch(async (error: Error) => {
+        throw new Error(`${error.message}\nthe log showed: ${await panel.locator('table, .empty, .error').allTextContents()}`);
+      });
     expect(await failed.textContent()).toContain('500');
     expect(await panel.locator('tr', { hasText: 'video.completed' }).first().textContent()).toContain('200');
     refuseProcessing = false;
