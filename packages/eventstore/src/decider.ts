@@ -2,7 +2,7 @@ import { uuidV7 } from '@oc/contracts';
 import { activeTrace } from '@oc/telemetry';
 import type { AppendResult, EventMetadata, EventStore, NewEvent, StoredEvent } from './port';
 import { WrongExpectedRevisionError } from './port';
-import type { Snapshot, SnapshotCodec, SnapshotStore } from './snapshots';
+import type { SnapshotCodec, SnapshotStore } from './snapshots';
 
 export interface DomainEvent<Type extends string = string, Data = unknown> {
   type: Type;
@@ -175,8 +175,8 @@ export class CommandHandler {
        * are checked by their expected revision either way.
        */
       otherWriters?: boolean;
-      /** Where the states of deciders with a `snapshot` codec are kept; a failed write only makes loads longer. */
-      snapshots?: { store: SnapshotStore; onError(error: unknown): void };
+      /** Where the states of deciders with a `snapshot` codec are kept. */
+      snapshots?: SnapshotStore | undefined;
     } = {},
   ) {}
 
@@ -327,16 +327,10 @@ export class CommandHandler {
     decider: Folding<State, Event>,
   ): Promise<{ state: State; revision: number | 'no_stream' }> {
     const codec = decider.snapshot;
-    const snapshots = this.options.snapshots;
-    let kept: Snapshot | undefined;
-    try {
-      kept = codec && snapshots?.store.load(streamName);
-    } catch (error) {
-      snapshots?.onError(error);
-    }
+    const kept = codec && this.options.snapshots?.load(streamName);
     if (codec && kept && kept.version === codec.version) {
       const [at] = await this.store.readStream(streamName, { fromRevision: kept.revision, maxCount: 1 });
-      if (at?.id === kept.eventId && at.revision === kept.revision) return { state: codec.decode(kept.state), revision: kept.revision };
+      if (at?.id === kept.eventId) return { state: codec.decode(kept.state), revision: kept.revision };
     }
     return { state: decider.initialState(), revision: 'no_stream' };
   }
@@ -354,11 +348,7 @@ export class CommandHandler {
     if (!codec || !snapshots) return;
     const lengthBefore = from === 'no_stream' ? 0 : from + 1;
     if (Math.floor((last.revision + 1) / codec.every) === Math.floor(lengthBefore / codec.every)) return;
-    try {
-      snapshots.store.save(streamName, { revision: last.revision, eventId: last.id, version: codec.version, state: codec.encode(state) });
-    } catch (error) {
-      snapshots.onError(error);
-    }
+    snapshots.save(streamName, { revision: last.revision, eventId: last.id, version: codec.version, state: codec.encode(state) });
   }
 
   private remember(streamName: string, decider: unknown, state: unknown, revision: number | 'no_stream', origin: StreamOrigin | undefined) {

@@ -14,6 +14,7 @@ export interface Snapshot {
   state: unknown;
 }
 
+/** A cache: it never throws, a failure to read or keep a snapshot only makes loads longer (and is reported). */
 export interface SnapshotStore {
   load(streamName: string): Snapshot | undefined;
   /** Keeps the latest snapshot of the stream; an older one than what is kept changes nothing. */
@@ -48,7 +49,10 @@ export class SqliteSnapshotStore implements SnapshotStore {
   private readonly select: Database.Statement<[string], { revision: number; event_id: string; version: number; state: string }>;
   private readonly upsert: Database.Statement<[string, number, string, number, string]>;
 
-  constructor(filename: string) {
+  constructor(
+    filename: string,
+    private readonly onError: (error: unknown) => void,
+  ) {
     this.db = new Database(filename, { timeout: 5_000 });
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = OFF');
@@ -64,12 +68,21 @@ export class SqliteSnapshotStore implements SnapshotStore {
   }
 
   load(streamName: string): Snapshot | undefined {
-    const row = this.select.get(streamName);
-    return row && { revision: row.revision, eventId: row.event_id, version: row.version, state: JSON.parse(row.state) };
+    try {
+      const row = this.select.get(streamName);
+      return row && { revision: row.revision, eventId: row.event_id, version: row.version, state: JSON.parse(row.state) };
+    } catch (error) {
+      this.onError(error);
+      return undefined;
+    }
   }
 
   save(streamName: string, snapshot: Snapshot): void {
-    this.upsert.run(streamName, snapshot.revision, snapshot.eventId, snapshot.version, JSON.stringify(snapshot.state));
+    try {
+      this.upsert.run(streamName, snapshot.revision, snapshot.eventId, snapshot.version, JSON.stringify(snapshot.state));
+    } catch (error) {
+      this.onError(error);
+    }
   }
 
   close(): void {

@@ -7,7 +7,7 @@ import { inSpan } from '@oc/telemetry';
 import { registerTestTracing } from '@oc/telemetry/testing';
 import { aggregateStream, causedBy, CommandHandler, KeyedMutex, type Decider } from '../src/decider';
 import { WrongExpectedRevisionError, type EventStore } from '../src/port';
-import { SqliteSnapshotStore } from '../src/snapshots';
+import { jsonSnapshots, SqliteSnapshotStore } from '../src/snapshots';
 import { SqliteEventStore } from '../src/sqlite';
 
 type CounterCommand = { type: 'Increment'; max: number } | { type: 'SetTo'; value: number };
@@ -338,24 +338,23 @@ describe('CommandHandler against another process on the same file', () => {
 describe('CommandHandler with snapshots', () => {
   const counted: Decider<CounterState, CounterCommand, CounterEvent> = {
     ...counter,
-    snapshot: { version: 1, every: 10, encode: (state) => state, decode: (data) => data as CounterState },
+    snapshot: jsonSnapshots<CounterState>(1, 10),
   };
   let store: SqliteEventStore;
   let snapshots: SqliteSnapshotStore;
   let file: string;
+  const onError = vi.fn();
   beforeEach(() => {
     store = new SqliteEventStore({ filename: ':memory:' });
     file = join(dir, `snapshots-${randomUUID()}.sqlite`);
-    snapshots = new SqliteSnapshotStore(file);
+    onError.mockClear();
+    snapshots = new SqliteSnapshotStore(file, onError);
   });
   afterEach(() => {
     store.close();
     snapshots.close();
   });
-  const handler = (decider = counted) => {
-    const onError = vi.fn();
-    return { commands: new CommandHandler(store, { snapshots: { store: snapshots, onError } }), onError, decider };
-  };
+  const handler = () => ({ commands: new CommandHandler(store, { snapshots }) });
   const increment = async (commands: CommandHandler, times: number) => {
     for (let i = 0; i < times; i++) await commands.handle('counter-1', counted, { type: 'Increment', max: 1_000 });
   };
@@ -395,13 +394,13 @@ describe('CommandHandler with snapshots', () => {
   });
 
   it('keeps deciding when a snapshot cannot be kept, and says so', async () => {
-    const { commands, onError } = handler();
+    const { commands } = handler();
     snapshots.close();
     await increment(commands, 12);
     expect(await commands.load('counter-1', counted)).toEqual({ value: 12 });
     expect(await handler().commands.load('counter-1', counted)).toEqual({ value: 12 });
     expect(onError).toHaveBeenCalled();
-    snapshots = new SqliteSnapshotStore(file);
+    snapshots = new SqliteSnapshotStore(file, onError);
   });
 });
 

@@ -56,9 +56,7 @@ export async function createBilling(runtime: BillingRuntime) {
   const shared = runtime.replicas?.shared ?? false;
   const commands = new CommandHandler(runtime.eventStore, {
     otherWriters: shared,
-    ...(runtime.snapshots && {
-      snapshots: { store: runtime.snapshots, onError: (err: unknown) => runtime.logger.warn({ err }, 'an account snapshot was not kept') },
-    }),
+    snapshots: runtime.snapshots,
   });
   const service = new BillingService({
     eventStore: runtime.eventStore,

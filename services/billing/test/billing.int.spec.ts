@@ -17,7 +17,11 @@ async function startBilling(files: { dir: string } | undefined = undefined) {
   const clock = new ManualClock(Date.UTC(2026, 10, 22));
   // Events are stamped by the test's clock, as in the running service, so that days follow it.
   const stores = openSqliteStores({ filename: files ? join(files.dir, 'events.sqlite') : ':memory:', clock });
-  const snapshots = files && new SqliteSnapshotStore(join(files.dir, 'snapshots.sqlite'));
+  const snapshots =
+    files &&
+    new SqliteSnapshotStore(join(files.dir, 'snapshots.sqlite'), (error) => {
+      throw error;
+    });
   const broker = new InProcessBroker();
   const client = new InProcessServiceClient(broker);
   const billing = await createBilling({

@@ -114,9 +114,7 @@ export async function createWebhook(runtime: WebhookRuntime) {
   const replicas = runtime.replicas ?? aloneReplica(hostname());
   const commands = new CommandHandler(runtime.eventStore, {
     otherWriters: replicas.shared,
-    ...(runtime.snapshots && {
-      snapshots: { store: runtime.snapshots, onError: (err: unknown) => logger.warn({ err }, 'a webhook snapshot was not kept') },
-    }),
+    snapshots: runtime.snapshots,
   });
   const readModels = replicas.shared
     ? readLatest(runtime.readModels, projections, runtime.eventStore)
