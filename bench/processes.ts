@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -65,15 +65,18 @@ export class Processes {
   }
 
   /**
-   * Waits until the bench's own processes are nearly idle (together under a tenth of a core over a quarter
-   * of a second), at most `maxMs`: a server still catching up on the last run's work (subscriptions,
-   * flushes) would otherwise slow the next run. Other work on the machine is not ours to wait for.
+   * Waits until the bench's own processes and theirs are nearly idle (together under a tenth of a core over
+   * a quarter of a second), at most `maxMs`: a server still catching up on the last run's work
+   * (subscriptions, flushes) or on its start-up work (the video simulator's ffmpeg rendering its clips
+   * ahead, a child of a child) would otherwise slow the next run. Other work on the machine is not ours to wait for.
    */
   async quiet(maxMs: number): Promise<void> {
     const deadline = performance.now() + maxMs;
     const used = async () => {
       let total = 0;
-      for (const c of this.children) total += await cpuTicks(c.process.pid);
+      for (const c of this.children) {
+        for (const pid of await processTree(c.process.pid)) total += await cpuTicks(pid);
+      }
       return total;
     };
     let before = await used();
@@ -87,8 +90,25 @@ export class Processes {
 }
 
 const QUIET_WINDOW_MS = 250;
+/** The longest wait for a fresh server's start-up work before it is measured. */
+export const STARTUP_WORK_MAX_MS = 90_000;
 /** USER_HZ, 100 on Linux everywhere this runs (`getconf CLK_TCK`). */
 const CLOCK_TICKS_PER_SECOND = 100;
+
+/** A process and its descendants, from /proc (just the process where /proc lists no children). */
+async function processTree(pid: number | undefined): Promise<number[]> {
+  if (pid === undefined) return [];
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) {
+    // Each thread lists the children it started (a worker thread may have spawned one).
+    const threads = await readdir(`/proc/${tree[i]}/task`).catch(() => []);
+    for (const thread of threads) {
+      const children = await readFile(`/proc/${tree[i]}/task/${thread}/children`, 'utf8').catch(() => '');
+      for (const child of children.split(' ')) if (child.trim() !== '') tree.push(Number(child));
+    }
+  }
+  return tree;
+}
 
 /** CPU time a process has used (user + system), in clock ticks, from /proc (0 elsewhere or once it is gone). */
 async function cpuTicks(pid: number | undefined): Promise<number> {

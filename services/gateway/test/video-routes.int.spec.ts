@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { ManualClock, ok, notFound, fail, type Reply, Subjects, TIER_LIMITS, VIDEO_CONTENT_CHUNK_BYTES } from '@oc/contracts';
@@ -49,7 +49,7 @@ beforeAll(async () => {
     ready: async () => undefined,
   });
   server = await new Promise<Server>((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    const s = createServer(app).listen(0, '127.0.0.1', () => resolve(s));
   });
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/videos/video_1/content`;
 });

@@ -157,7 +157,7 @@ async function completion(
  */
 async function relay(ctx: RouteContext, streamTo: string, frames: FrameQueue, idleMs: number, used: (usage: Usage) => Promise<void>) {
   const { res } = ctx;
-  res.status(200);
+  res.statusCode = 200;
   res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
   res.setHeader('Cache-Control', 'no-cache');
   res.setHeader('Connection', 'keep-alive');

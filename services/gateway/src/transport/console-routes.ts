@@ -10,6 +10,7 @@ import {
   Subjects,
   unwrap,
 } from '@oc/contracts';
+import type { Request, Response } from 'express';
 import type { ConsoleSessions } from '../application/console-sessions';
 import type { Route, RouteContext } from './routes';
 
@@ -24,6 +25,12 @@ export interface ConsoleRoute extends Route<ConsolePrincipal> {
 }
 
 type Member = Extract<ConsolePrincipal, { kind: 'member' }>;
+
+/**
+ * The console's API is served by the gateway's Express app (`consoleApi`), so its requests are Express's:
+ * a session is bound to the client's address and scheme as Express reads them behind TRUSTED_PROXIES.
+ */
+const underExpress = (ctx: RouteContext<unknown>) => [ctx.req as Request, ctx.res as Response] as const;
 
 /**
  * A member acts with its organization's rights through the very routes API keys use: the principal those
@@ -96,7 +103,7 @@ export function consoleRoutes(v1: Route[], admin: Route<'admin'>[], sessions: Co
         // Wrong credentials, and a sign-in from another site's page.
         errors: [401, 403],
       },
-      handle: async (ctx) => ({ ok: true, data: await sessions.signIn(ctx.req, ctx.res, parseOrThrow(SignInBody, ctx.body)) }),
+      handle: async (ctx) => ({ ok: true, data: await sessions.signIn(...underExpress(ctx), parseOrThrow(SignInBody, ctx.body)) }),
     },
     {
       method: 'GET',
@@ -104,7 +111,7 @@ export function consoleRoutes(v1: Route[], admin: Route<'admin'>[], sessions: Co
       scope: null,
       who: 'session',
       doc: { summary: 'The current console session, with its CSRF token', response: ConsoleSessionSchema },
-      handle: async (ctx) => ({ ok: true, data: sessions.view(ctx.req, ctx.principal) }),
+      handle: async (ctx) => ({ ok: true, data: sessions.view(underExpress(ctx)[0], ctx.principal) }),
     },
     {
       method: 'DELETE',
@@ -113,7 +120,7 @@ export function consoleRoutes(v1: Route[], admin: Route<'admin'>[], sessions: Co
       who: 'session',
       doc: { summary: 'Sign out: the session ends on every gateway and its cookie is cleared', response: SignedOutSchema },
       handle: async (ctx) => {
-        await sessions.signOut(ctx.req, ctx.res);
+        await sessions.signOut(...underExpress(ctx));
         return { ok: true, data: { object: 'console_session', deleted: true } };
       },
     },
@@ -180,7 +187,7 @@ async function sendLedgerCsv(ctx: RouteContext<ConsolePrincipal>, orgId: string)
     );
     if (!started) {
       started = true;
-      res.status(200);
+      res.statusCode = 200;
       res.setHeader('Content-Type', 'text/csv; charset=utf-8');
       res.setHeader('Content-Disposition', `attachment; filename="ledger-${orgId}.csv"`);
       res.write(`${CSV_COLUMNS.join(',')}\r\n`);

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
 import {
   ApiError,
   type EventReplay,
@@ -19,7 +20,6 @@ import {
   type WebhookEventType,
 } from '@oc/contracts';
 import type { Subscription } from '@oc/eventstore';
-import type { Response } from 'express';
 import type { Route, RouteContext } from './routes';
 
 export interface EventStreamOptions {
@@ -205,7 +205,7 @@ class Listener {
   private grace: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly res: Response,
+    private readonly res: ServerResponse,
     private readonly maxBufferedBytes: number,
   ) {
     this.closed = new Promise<void>((resolve) => res.once('close', resolve));
@@ -216,7 +216,7 @@ class Listener {
 
   start(): void {
     const { res } = this;
-    res.status(200);
+    res.statusCode = 200;
     res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
     res.setHeader('Cache-Control', 'no-cache');
     res.setHeader('Connection', 'keep-alive');

@@ -1,7 +1,8 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
-import type { Server } from 'node:http';
+import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
+import { parse as parseQuery } from 'node:querystring';
 import type { Duplex } from 'node:stream';
 import {
   ApiError,
@@ -21,6 +22,8 @@ import { setHttpRoute } from '@oc/telemetry';
 import { Turns } from '../application/turns';
 import busboy from 'busboy';
 import express, { type NextFunction, type Request, type Response } from 'express';
+import proxyAddr from 'proxy-addr';
+import typeIs from 'type-is';
 import type { Logger } from 'pino';
 import type { KeyAuthenticator } from '../application/authenticator';
 import type { KeyUsageRecorder } from '../application/key-usage';
@@ -62,22 +65,96 @@ export interface GatewayDeps {
 
 const jsonParser = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
 
-export function createGatewayApp(deps: GatewayDeps) {
+/**
+ * The gateway's request listener. `/v1` and `/admin/v1`, the API itself, are matched against their own route
+ * tables on Node's request and response: Express's router and response helpers cost the gateway's thread
+ * about as much per request again as everything else it does for a read (profiled under load). The rest
+ * (the console and its API, the reference, the probes) is an Express app.
+ */
+export function createGatewayApp(deps: GatewayDeps): RequestListener {
   const v1 = compile(deps.v1);
   const admin = compile(deps.admin);
   const adminHash = createHash('sha256').update(deps.adminToken).digest();
+  const trusted = proxyAddr.compile(deps.trustedProxies ?? []);
+  const web = expressApp(deps);
+
+  const serveV1 = async (req: IncomingMessage, res: ServerResponse, path: string) => {
+    let principal: KeyPrincipal;
+    const anonymous = () => anonymousWindow(proxyAddr(req, trusted), deps.anonymousPerMinute ?? DEFAULT_AUTH_FAILURES_PER_MINUTE);
+    try {
+      principal = await deps.authenticator.authenticate(req.headers.authorization, async () => {
+        // An address that has spent its failed-authentication window gets no lookup for a key it may have made up.
+        if (!(await deps.limits.peek(anonymous())).allowed) throw invalidApiKey();
+      });
+    } catch (error) {
+      const outcome = await deps.limits.consume([anonymous()]);
+      setRateLimitHeaders(res, outcome.headers);
+      if (!outcome.allowed) return sendError(res, rateLimited(outcome.retryAfterSeconds, 'unauthenticated requests from this address'));
+      return sendError(res, error, deps.logger);
+    }
+
+    const found = match(v1, req.method ?? '', path);
+    if (found.kind === 'found') setHttpRoute(found.route.path);
+    const chat = found.kind === 'found' && found.route.chat === true;
+    const outcome = await deps.limits.consume(requestWindows(principal, chat));
+    setRateLimitHeaders(res, outcome.headers);
+    if (!outcome.allowed) return sendError(res, rateLimited(outcome.retryAfterSeconds, outcome.window.replace('_', ' per ')));
+    deps.usage.record(principal.key_id);
+
+    if (found.kind === 'not_found') return sendError(res, unknownUrl(req.method ?? '', path));
+    if (found.kind === 'method_not_allowed') return sendError(res, methodNotAllowed(res, req.method ?? '', path, found.allow));
+    if (found.route.scope && !principal.scopes.includes(found.route.scope)) {
+      return sendError(res, insufficientScope(found.route.scope));
+    }
+    await run(found.route, found.params, principal, req, res, deps);
+  };
+
+  const serveAdmin = async (req: IncomingMessage, res: ServerResponse, path: string) => {
+    const token = /^Bearer +(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    const presented = createHash('sha256').update(token ?? '').digest();
+    if (!token || !timingSafeEqual(presented, adminHash)) {
+      return sendError(
+        res,
+        new ApiError({ status: 401, type: 'authentication_error', code: 'invalid_admin_token', message: 'Invalid admin token.' }),
+      );
+    }
+    const found = match(admin, req.method ?? '', path);
+    if (found.kind === 'found') setHttpRoute(found.route.path);
+    if (found.kind === 'not_found') return sendError(res, unknownUrl(req.method ?? '', path));
+    if (found.kind === 'method_not_allowed') return sendError(res, methodNotAllowed(res, req.method ?? '', path, found.allow));
+    await run(found.route, found.params, 'admin', req, res, deps);
+  };
+
+  return (req, res) => {
+    // Answers hold an organization's data: no shared cache may keep them, and no browser may guess their type.
+    res.setHeader('Cache-Control', 'no-store');
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    const path = pathOf(req.url ?? '/');
+    const served = isUnder(path, '/v1') ? serveV1(req, res, path) : isUnder(path, '/admin/v1') ? serveAdmin(req, res, path) : undefined;
+    if (!served) return web(req, res);
+    // Anything thrown outside a route's own handling still gets the spec's body, never a stack.
+    served.catch((error: unknown) => {
+      if (res.headersSent) res.end();
+      else sendError(res, error, deps.logger);
+    });
+  };
+}
+
+const pathOf = (url: string) => {
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
+};
+
+const isUnder = (path: string, prefix: string) => path.startsWith(prefix) && (path.length === prefix.length || path[prefix.length] === '/');
+
+/** Everything but the API: the contract, the reference, the probes, the console and its API. */
+function expressApp(deps: GatewayDeps) {
   const app = express();
   app.disable('x-powered-by');
   // An API answer is never revalidated, and hashing every body for an ETag costs on each response.
   app.set('etag', false);
   app.set('trust proxy', deps.trustedProxies && deps.trustedProxies.length > 0 ? deps.trustedProxies : false);
   app.set('query parser', 'simple');
-  // Answers hold an organization's data: no shared cache may keep them, and no browser may guess their type.
-  app.use((_req, res, next) => {
-    res.setHeader('Cache-Control', 'no-store');
-    res.setHeader('X-Content-Type-Options', 'nosniff');
-    next();
-  });
 
   // The contract, public like the spec itself; built once, from the same routes and schemas that serve requests.
   let openApi: unknown;
@@ -98,60 +175,10 @@ export function createGatewayApp(deps: GatewayDeps) {
       res.json({ status: 'ready' });
     } catch (error) {
       deps.logger.debug({ err: error }, 'not ready');
-      res.status(503).json(serviceUnavailableBody());
+      sendJson(res, 503, serviceUnavailableBody());
     }
   });
 
-  app.use('/v1', async (req, res) => {
-    const path = `/v1${req.path}`;
-    let principal: KeyPrincipal;
-    const anonymous = () => anonymousWindow(req.ip ?? req.socket.remoteAddress ?? 'unknown', deps.anonymousPerMinute ?? DEFAULT_AUTH_FAILURES_PER_MINUTE);
-    try {
-      principal = await deps.authenticator.authenticate(req.headers.authorization, async () => {
-        // An address that has spent its failed-authentication window gets no lookup for a key it may have made up.
-        if (!(await deps.limits.peek(anonymous())).allowed) throw invalidApiKey();
-      });
-    } catch (error) {
-      const outcome = await deps.limits.consume([anonymous()]);
-      setRateLimitHeaders(res, outcome.headers);
-      if (!outcome.allowed) return sendError(res, rateLimited(outcome.retryAfterSeconds, 'unauthenticated requests from this address'));
-      return sendError(res, error, deps.logger);
-    }
-
-    const found = match(v1, req.method, path);
-    if (found.kind === 'found') setHttpRoute(found.route.path);
-    const chat = found.kind === 'found' && found.route.chat === true;
-    const outcome = await deps.limits.consume(requestWindows(principal, chat));
-    setRateLimitHeaders(res, outcome.headers);
-    if (!outcome.allowed) return sendError(res, rateLimited(outcome.retryAfterSeconds, outcome.window.replace('_', ' per ')));
-    deps.usage.record(principal.key_id);
-
-    if (found.kind === 'not_found') return sendError(res, unknownUrl(req.method, path));
-    if (found.kind === 'method_not_allowed') return sendError(res, methodNotAllowed(res, req.method, path, found.allow));
-    if (found.route.scope && !principal.scopes.includes(found.route.scope)) {
-      return sendError(res, insufficientScope(found.route.scope));
-    }
-    await run(found.route, found.params, principal, req, res, deps);
-  });
-
-  app.use('/admin/v1', async (req, res) => {
-    const path = `/admin/v1${req.path}`;
-    const token = /^Bearer +(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
-    const presented = createHash('sha256').update(token ?? '').digest();
-    if (!token || !timingSafeEqual(presented, adminHash)) {
-      return sendError(
-        res,
-        new ApiError({ status: 401, type: 'authentication_error', code: 'invalid_admin_token', message: 'Invalid admin token.' }),
-      );
-    }
-    const found = match(admin, req.method, path);
-    if (found.kind === 'found') setHttpRoute(found.route.path);
-    if (found.kind === 'not_found') return sendError(res, unknownUrl(req.method, path));
-    if (found.kind === 'method_not_allowed') return sendError(res, methodNotAllowed(res, req.method, path, found.allow));
-    await run(found.route, found.params, 'admin', req, res, deps);
-  });
-
-  // After /v1 and /admin/v1, so that neither passes through anything of the console's.
   if (deps.console) app.use('/console/v1', consoleApi(deps, deps.console.routes, deps.console.sessions));
   app.use('/dashboard', dashboardFiles());
 
@@ -171,8 +198,8 @@ export async function run<P>(
   route: Route<P>,
   params: Record<string, string>,
   principal: P,
-  req: Request,
-  res: Response,
+  req: IncomingMessage,
+  res: ServerResponse,
   deps: GatewayDeps,
 ) {
   const hasBody = route.method !== 'GET' && route.method !== 'DELETE';
@@ -182,7 +209,7 @@ export async function run<P>(
     if (hasBody && isLargeBody(req)) turnDone = await largeBodies.turn(bodyOwner(principal));
     const body = !hasBody
       ? {}
-      : route.body === 'json-or-multipart' && req.is('multipart/form-data')
+      : route.body === 'json-or-multipart' && typeIs(req, ['multipart/form-data'])
         ? await readMultipartBody(req)
         : await readJsonBody(req, res);
     const ctx: RouteContext<P> = {
@@ -190,7 +217,7 @@ export async function run<P>(
       res,
       principal,
       params,
-      query: req.query as Record<string, unknown>,
+      query: queryOf(req.url ?? ''),
       body,
       services: deps.services,
       limits: deps.limits,
@@ -217,7 +244,13 @@ export async function run<P>(
 /** A body this size or larger (or of unknown size) takes a millisecond or more of the gateway's thread to read and parse. */
 const LARGE_BODY_BYTES = 64 * 1024;
 
-const isLargeBody = (req: Request) =>
+/** The query string as Express's 'simple' parser read it: a repeated name gives an array. */
+function queryOf(url: string): Record<string, unknown> {
+  const start = url.indexOf('?');
+  return start === -1 ? {} : { ...parseQuery(url.slice(start + 1)) };
+}
+
+const isLargeBody = (req: IncomingMessage) =>
   req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) >= LARGE_BODY_BYTES;
 
 const bodyOwner = (principal: unknown) =>
@@ -231,7 +264,7 @@ const bodyOwner = (principal: unknown) =>
  */
 const largeBodies = new Turns();
 
-async function readJsonBody(req: Request, res: Response): Promise<unknown> {
+async function readJsonBody(req: IncomingMessage & { body?: unknown }, res: ServerResponse): Promise<unknown> {
   const length = Number(req.headers['content-length'] ?? 0);
   const chunked = req.headers['transfer-encoding'] !== undefined;
   if (length === 0 && !chunked) return {};
@@ -241,7 +274,7 @@ async function readJsonBody(req: Request, res: Response): Promise<unknown> {
     res.setHeader('Connection', 'close');
     throw tooLarge();
   }
-  if (!req.is('application/json')) {
+  if (!typeIs(req, ['application/json'])) {
     throw new ApiError({
       status: 415,
       type: 'invalid_request_error',
@@ -265,7 +298,7 @@ const tooLarge = () =>
  * A multipart/form-data body as an object of its text fields (what OpenAI's SDK sends for forms), under
  * the same 1 MiB cap as JSON. File parts are refused: no route here takes an upload.
  */
-function readMultipartBody(req: Request): Promise<Record<string, string>> {
+function readMultipartBody(req: IncomingMessage): Promise<Record<string, string>> {
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
     try {
@@ -339,20 +372,26 @@ function bodyParserError(error: unknown, contentEncoding: string | undefined): A
   }
 }
 
-function sendReply(res: Response, reply: Reply<unknown>) {
-  if (reply.ok) {
-    res.status(200).json(reply.data);
-    return;
-  }
-  sendError(res, new ApiError(reply.error));
+function sendReply(res: ServerResponse, reply: Reply<unknown>) {
+  if (reply.ok) sendJson(res, 200, reply.data);
+  else sendError(res, new ApiError(reply.error));
+}
+
+/** A JSON answer as Express's `res.json` writes it (no ETag: see the app's settings). */
+function sendJson(res: ServerResponse, status: number, body: unknown) {
+  const json = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(json));
+  res.end(json);
 }
 
 /** The one exit for failures: body-parser errors, API errors, and anything unexpected (logged, never shown). */
-export function sendError(res: Response, raw: unknown, logger?: Logger) {
+export function sendError(res: ServerResponse, raw: unknown, logger?: Logger) {
   const error = bodyParserError(raw, res.req?.headers['content-encoding']) ?? toApiError(raw);
   if (error.status >= 500 && !(raw instanceof ApiError)) logger?.error({ err: raw }, 'unexpected error');
   if (error.retryAfter !== undefined) res.setHeader('Retry-After', String(error.retryAfter));
-  res.status(error.status).json(error.toBody());
+  sendJson(res, error.status, error.toBody());
 }
 
 /** Swagger UI's files, served from the package itself: the reference works with no network beyond the gateway. */
@@ -400,7 +439,7 @@ function apiReference() {
   return router;
 }
 
-export function setRateLimitHeaders(res: Response, state: RateLimitState) {
+export function setRateLimitHeaders(res: ServerResponse, state: RateLimitState) {
   res.setHeader('X-RateLimit-Limit', String(state.limit));
   res.setHeader('X-RateLimit-Remaining', String(state.remaining));
   res.setHeader('X-RateLimit-Reset', String(state.reset));
@@ -409,7 +448,7 @@ export function setRateLimitHeaders(res: Response, state: RateLimitState) {
 export const unknownUrl = (method: string, path: string) =>
   notFound('unknown_url', `Unrecognized request URL (${method}: ${path}).`);
 
-export function methodNotAllowed(res: Response, method: string, path: string, allow: string[]) {
+export function methodNotAllowed(res: ServerResponse, method: string, path: string, allow: string[]) {
   res.setHeader('Allow', allow.join(', '));
   return new ApiError({
     status: 405,

@@ -1,14 +1,15 @@
 import type { KeyPrincipal, Reply, Scope } from '@oc/contracts';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ServiceClient } from '@oc/messaging';
-import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import type { RateLimits } from '../application/rate-limits';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
 export interface RouteContext<P = KeyPrincipal> {
-  req: Request;
-  res: Response;
+  /** Node's own request and response: `/v1` and `/admin/v1` are served without Express (the console's API runs under it). */
+  req: IncomingMessage;
+  res: ServerResponse;
   principal: P;
   params: Record<string, string>;
   query: Record<string, unknown>;

@@ -71,7 +71,7 @@ async function sendContent(ctx: RouteContext, copy: VideoContentCopy): Promise<v
   }
   const start = range?.start ?? 0;
   const end = range?.end ?? info.size - 1;
-  res.status(range ? 206 : 200);
+  res.statusCode = range ? 206 : 200;
   res.setHeader('Content-Type', info.content_type);
   res.setHeader('Content-Length', String(end - start + 1));
   if (range) res.setHeader('Content-Range', `bytes ${start}-${end}/${info.size}`);
