@@ -1,5 +1,5 @@
 /**
- * `pnpm bench:profile [--path chat|stream|get|health] [--seconds N] [--connections N] [--cpu-prof DIR] [--root DIR]
+ * `pnpm bench:profile [--path chat|stream|get|health] [--seconds N] [--before N] [--connections N] [--cpu-prof DIR] [--root DIR]
  * [--node-flags "…"]`:
  * one load on our embedded service (C as its chat upstream), to find where its CPU goes. Prints the CPU time
  * per request of our process, thread by thread, of the upstream and of the load generator; with `--cpu-prof`
@@ -22,6 +22,8 @@ const { values } = parseArgs({
   options: {
     path: { type: 'string', default: 'chat' },
     seconds: { type: 'string', default: '10' },
+    /** Seconds of the same load first, not measured: a service that has been serving for a while. */
+    before: { type: 'string', default: '0' },
     connections: { type: 'string', default: '32' },
     tenants: { type: 'string', default: '64' },
     'cpu-prof': { type: 'string' },
@@ -72,25 +74,31 @@ try {
 
   const chatBody = JSON.stringify(values.path === 'stream' ? { ...CHAT, stream: true, stream_options: { include_usage: true } } : CHAT);
   let next = 0;
+  const run = (duration: number) =>
+    autocannon({
+      url: origin,
+      connections: Number(values.connections),
+      duration,
+      requests: [
+        {
+          setupRequest: (request) => {
+            const tenant = tenants[next++ % tenants.length]!;
+            const headers = { authorization: `Bearer ${tenant.key}` };
+            if (values.path === 'get') return { ...request, method: 'GET', path: `/v1/videos/${tenant.videoId}`, headers };
+            if (values.path === 'health') return { ...request, method: 'GET', path: '/v1/health', headers };
+            return { ...request, method: 'POST', path: '/v1/chat/completions', headers: { ...headers, 'content-type': 'application/json' }, body: chatBody };
+          },
+        },
+      ],
+    });
+  if (Number(values.before) > 0) {
+    await run(Number(values.before));
+    await processes.quiet(STARTUP_WORK_MAX_MS);
+  }
   const oursPid = ours.process.pid!;
   const upstreamPid = upstream.children[0]!.process.pid!;
   const before = { threads: threadCpu(oursPid), upstream: processCpu(upstreamPid), load: process.cpuUsage() };
-  const result = await autocannon({
-    url: origin,
-    connections: Number(values.connections),
-    duration: Number(values.seconds),
-    requests: [
-      {
-        setupRequest: (request) => {
-          const tenant = tenants[next++ % tenants.length]!;
-          const headers = { authorization: `Bearer ${tenant.key}` };
-          if (values.path === 'get') return { ...request, method: 'GET', path: `/v1/videos/${tenant.videoId}`, headers };
-          if (values.path === 'health') return { ...request, method: 'GET', path: '/v1/health', headers };
-          return { ...request, method: 'POST', path: '/v1/chat/completions', headers: { ...headers, 'content-type': 'application/json' }, body: chatBody };
-        },
-      },
-    ],
-  });
+  const result = await run(Number(values.seconds));
   const requests = result.requests.total;
   const perRequest = (seconds: number) => `${Math.round((seconds * 1e6) / requests)} µs`;
   const threads = [...threadCpu(oursPid)].map(([thread, cpu]) => [thread, cpu - (before.threads.get(thread) ?? 0)] as const);
