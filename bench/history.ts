@@ -7,7 +7,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HttpLoadResult } from './jobs';
 import { compare, peakResident, type Summary } from './measure';
-import { residentMb, STARTUP_WORK_MAX_MS } from './processes';
+import { residentMb } from './processes';
 import { type Bench, CHAT, chatContenders, type Deployment, getContenders } from './sections';
 import { type SeededOrganization, type SeedShape, seedHistory } from './seed';
 import { call, createTenants } from './setup';
@@ -88,7 +88,7 @@ export async function historySection(
   const pids = { [names.empty]: deployment.target.children[0]!.process.pid, [names.history]: target.children[0]!.process.pid };
   const resting = { [names.empty]: baseline.restingMb, [names.history]: await restingMb(pids[names.history]) };
   const tenants = await createTenants(target.origin, ADMIN_TOKEN, b.plan.tenants);
-  await b.processes.quiet(STARTUP_WORK_MAX_MS);
+  await b.processes.quiet(b.plan.startupWorkMaxMs);
   const deployments: Deployment[] = [
     { ...deployment, name: names.empty },
     { name: names.history, slug: 'history', target, tenants },

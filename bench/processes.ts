@@ -90,8 +90,6 @@ export class Processes {
 }
 
 const QUIET_WINDOW_MS = 250;
-/** The longest wait for a fresh server's start-up work before it is measured. */
-export const STARTUP_WORK_MAX_MS = 90_000;
 /** USER_HZ, 100 on Linux everywhere this runs (`getconf CLK_TCK`). */
 const CLOCK_TICKS_PER_SECOND = 100;
 

@@ -12,7 +12,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import { Processes, ROOT, STARTUP_WORK_MAX_MS, untilOk } from './processes';
+import { FULL } from './measure';
+import { Processes, ROOT, untilOk } from './processes';
 import { CHAT } from './sections';
 import { createTenants } from './setup';
 import { ADMIN_TOKEN, START_FLAGS } from './targets/ours';
@@ -69,8 +70,7 @@ try {
   const origin = `http://127.0.0.1:${port}`;
   await untilOk(ours, `${origin}/readyz`, performance.now(), 60_000);
   const tenants = await createTenants(origin, ADMIN_TOKEN, Number(values.tenants));
-  // A fresh DATA_DIR: the video simulator renders its clips ahead first (ffmpeg, up to a minute on a busy machine).
-  await processes.quiet(STARTUP_WORK_MAX_MS);
+  await processes.quiet(FULL.startupWorkMaxMs);
 
   const chatBody = JSON.stringify(values.path === 'stream' ? { ...CHAT, stream: true, stream_options: { include_usage: true } } : CHAT);
   let next = 0;
@@ -93,7 +93,7 @@ try {
     });
   if (Number(values.before) > 0) {
     await run(Number(values.before));
-    await processes.quiet(STARTUP_WORK_MAX_MS);
+    await processes.quiet(FULL.settleMaxMs);
   }
   const oursPid = ours.process.pid!;
   const upstreamPid = upstream.children[0]!.process.pid!;

@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import { historySection, restingMb } from './history';
 import { LoadProcess } from './load-client';
 import { FULL, QUICK } from './measure';
-import { Processes, ROOT, STARTUP_WORK_MAX_MS } from './processes';
+import { Processes, ROOT } from './processes';
 import { allValid, render, type Results, save } from './report';
 import { type Bench, CHAT, chatSection, type Deployment, getSection, NAMES, streamSection, videoSection } from './sections';
 import { createTenants } from './setup';
@@ -103,8 +103,7 @@ async function bench(opts: ReturnType<typeof options>, processes: Processes, run
   const load = await LoadProcess.start(processes);
   console.log(`Creating ${plan.tenants} enterprise organizations with a key and a video each…`);
   for (const d of deployments) d.tenants = await createTenants(d.target.origin, ADMIN_TOKEN, plan.tenants);
-  // Measured at steady state: not while each fresh DATA_DIR's video simulator renders its clips ahead (ffmpeg).
-  await processes.quiet(plan.settleMaxMs === 0 ? 0 : STARTUP_WORK_MAX_MS);
+  await processes.quiet(plan.startupWorkMaxMs);
 
   const b: Bench = { plan, load, processes, upstream, deployments, ...(peer && { peer }), ...(nodeHttp && { nodeHttp }), ...(express && { express }) };
   if (wanted('chat')) results.chat = await chatSection(b);

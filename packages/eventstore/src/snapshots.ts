@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import Database from 'better-sqlite3';
 
 /**
@@ -38,6 +39,10 @@ export const jsonSnapshots = <State>(version: number, every: number): SnapshotCo
   encode: (state) => state,
   decode: (data) => data as State,
 });
+
+/** A process's snapshots: `<dataDir>/snapshots.sqlite`, a failure to read or keep one logged as a warning. */
+export const openSnapshotStore = (dataDir: string, logger: { warn(fields: object, message: string): void }) =>
+  new SqliteSnapshotStore(join(dataDir, 'snapshots.sqlite'), (err) => logger.warn({ err }, 'a snapshot was not read or kept'));
 
 /**
  * Snapshots in a SQLite file of their own (not the event log: nothing there is published, and the log's writer

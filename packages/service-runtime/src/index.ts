@@ -10,8 +10,8 @@ import {
   type EventStore,
   ensurePrivateDir,
   privateFiles,
+  openSnapshotStore,
   type SnapshotStore,
-  SqliteSnapshotStore,
   traceEventStore,
 } from '@oc/eventstore';
 import { openEventStores } from '@oc/eventstore/open';
@@ -74,7 +74,7 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
   privateFiles();
   await ensurePrivateDir(config.DATA_DIR);
   const stores = openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: config.EVENTSTORE_FILE ?? join(config.DATA_DIR, 'events.sqlite') });
-  const snapshots = new SqliteSnapshotStore(join(config.DATA_DIR, 'snapshots.sqlite'), (err) => logger.warn({ err }, 'a snapshot was not read or kept'));
+  const snapshots = openSnapshotStore(config.DATA_DIR, logger);
   const readModels = config.MONGO_URL
     ? await MongoReadModelStore.connect(config.MONGO_URL, `oc_${service}`)
     : new SqliteReadModelStore({ filename: config.READMODEL_FILE ?? join(config.DATA_DIR, 'read-models.sqlite') });

@@ -16,7 +16,7 @@ import {
   systemClock,
   unwrap,
 } from '@oc/contracts';
-import { ensurePrivateDir, openSqliteStores, SqliteSnapshotStore, startThread, traceEventStore } from '@oc/eventstore';
+import { ensurePrivateDir, openSnapshotStore, openSqliteStores, startThread, traceEventStore } from '@oc/eventstore';
 import {
   EventStoreEventBus,
   InProcessBroker,
@@ -61,7 +61,7 @@ export async function startStandalone(options: StandaloneOptions) {
 
   const eventsFile = join(config.DATA_DIR, 'events.sqlite');
   const stores = openSqliteStores({ filename: eventsFile, clock });
-  const snapshots = new SqliteSnapshotStore(join(config.DATA_DIR, 'snapshots.sqlite'), (err) => logger.warn({ err }, 'a snapshot was not read or kept'));
+  const snapshots = openSnapshotStore(config.DATA_DIR, logger);
   await mkdir(join(config.DATA_DIR, 'read-models'), { recursive: true });
   /** Each service keeps its read models in a file of its own, as it would in a database of its own. */
   const readModelFile = (service: string) => join(config.DATA_DIR, 'read-models', `${service}.sqlite`);

@@ -7,7 +7,7 @@ import express, { type Request, type Response } from 'express';
 import type { ConsoleSessions } from '../application/console-sessions';
 import { consoleSessionWindow } from '../domain/limits';
 import type { ConsoleAudience, ConsoleRoute } from './console-routes';
-import { type GatewayDeps, methodNotAllowed, run, sendError, setRateLimitHeaders, unknownUrl } from './http';
+import { type GatewayDeps, refusal, run, sendError, setRateLimitHeaders, unknownUrl } from './http';
 import { compile, match } from './routes';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD']);
@@ -48,9 +48,8 @@ export function consoleApi(deps: GatewayDeps, routes: ConsoleRoute[], sessions: 
     const path = `/console/v1${req.path}`;
     try {
       const found = match(compiled, req.method, path);
-      if (found.kind === 'found') setHttpRoute(found.route.path);
-      if (found.kind === 'not_found') return sendError(res, unknownUrl(req.method, path));
-      if (found.kind === 'method_not_allowed') return sendError(res, methodNotAllowed(res, req.method, path, found.allow));
+      if (found.kind !== 'found') return sendError(res, refusal(res, found, req.method, path));
+      setHttpRoute(found.route.path);
       const route = found.route as ConsoleRoute;
       checkOrigin(req);
       if (route.who === 'anyone') return await run<ConsolePrincipal | null>(route as never, found.params, null, req, res, deps);

@@ -33,7 +33,7 @@ import type { ConsoleSessions } from '../application/console-sessions';
 import { consoleApi, dashboardFiles } from './console';
 import type { ConsoleRoute } from './console-routes';
 import { openApiDocument } from './openapi';
-import { compile, match, type Route, type RouteContext } from './routes';
+import { compile, type Match, match, type Route, type RouteContext } from './routes';
 
 /** Bodies over this size are refused with 413 before they are read further. */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -78,7 +78,7 @@ export function createGatewayApp(deps: GatewayDeps): RequestListener {
   const trusted = proxyAddr.compile(deps.trustedProxies ?? []);
   const web = expressApp(deps);
 
-  const serveV1 = async (req: IncomingMessage, res: ServerResponse, path: string) => {
+  const serveV1 = async (req: IncomingMessage, res: ServerResponse, method: string, path: string) => {
     let principal: KeyPrincipal;
     const anonymous = () => anonymousWindow(proxyAddr(req, trusted), deps.anonymousPerMinute ?? DEFAULT_AUTH_FAILURES_PER_MINUTE);
     try {
@@ -93,7 +93,7 @@ export function createGatewayApp(deps: GatewayDeps): RequestListener {
       return sendError(res, error, deps.logger);
     }
 
-    const found = match(v1, req.method ?? '', path);
+    const found = match(v1, method, path);
     if (found.kind === 'found') setHttpRoute(found.route.path);
     const chat = found.kind === 'found' && found.route.chat === true;
     const outcome = await deps.limits.consume(requestWindows(principal, chat));
@@ -101,15 +101,14 @@ export function createGatewayApp(deps: GatewayDeps): RequestListener {
     if (!outcome.allowed) return sendError(res, rateLimited(outcome.retryAfterSeconds, outcome.window.replace('_', ' per ')));
     deps.usage.record(principal.key_id);
 
-    if (found.kind === 'not_found') return sendError(res, unknownUrl(req.method ?? '', path));
-    if (found.kind === 'method_not_allowed') return sendError(res, methodNotAllowed(res, req.method ?? '', path, found.allow));
+    if (found.kind !== 'found') return sendError(res, refusal(res, found, method, path));
     if (found.route.scope && !principal.scopes.includes(found.route.scope)) {
       return sendError(res, insufficientScope(found.route.scope));
     }
     await run(found.route, found.params, principal, req, res, deps);
   };
 
-  const serveAdmin = async (req: IncomingMessage, res: ServerResponse, path: string) => {
+  const serveAdmin = async (req: IncomingMessage, res: ServerResponse, method: string, path: string) => {
     const token = /^Bearer +(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
     const presented = createHash('sha256').update(token ?? '').digest();
     if (!token || !timingSafeEqual(presented, adminHash)) {
@@ -118,10 +117,9 @@ export function createGatewayApp(deps: GatewayDeps): RequestListener {
         new ApiError({ status: 401, type: 'authentication_error', code: 'invalid_admin_token', message: 'Invalid admin token.' }),
       );
     }
-    const found = match(admin, req.method ?? '', path);
-    if (found.kind === 'found') setHttpRoute(found.route.path);
-    if (found.kind === 'not_found') return sendError(res, unknownUrl(req.method ?? '', path));
-    if (found.kind === 'method_not_allowed') return sendError(res, methodNotAllowed(res, req.method ?? '', path, found.allow));
+    const found = match(admin, method, path);
+    if (found.kind !== 'found') return sendError(res, refusal(res, found, method, path));
+    setHttpRoute(found.route.path);
     await run(found.route, found.params, 'admin', req, res, deps);
   };
 
@@ -129,8 +127,9 @@ export function createGatewayApp(deps: GatewayDeps): RequestListener {
     // Answers hold an organization's data: no shared cache may keep them, and no browser may guess their type.
     res.setHeader('Cache-Control', 'no-store');
     res.setHeader('X-Content-Type-Options', 'nosniff');
-    const path = pathOf(req.url ?? '/');
-    const served = isUnder(path, '/v1') ? serveV1(req, res, path) : isUnder(path, '/admin/v1') ? serveAdmin(req, res, path) : undefined;
+    const { path } = splitUrl(req.url ?? '/');
+    const method = req.method ?? '';
+    const served = isUnder(path, '/v1') ? serveV1(req, res, method, path) : isUnder(path, '/admin/v1') ? serveAdmin(req, res, method, path) : undefined;
     if (!served) return web(req, res);
     // Anything thrown outside a route's own handling still gets the spec's body, never a stack.
     served.catch((error: unknown) => {
@@ -140,10 +139,11 @@ export function createGatewayApp(deps: GatewayDeps): RequestListener {
   };
 }
 
-const pathOf = (url: string) => {
-  const query = url.indexOf('?');
-  return query === -1 ? url : url.slice(0, query);
-};
+/** A request target's path, and its query string (without the `?`) when it has one. */
+function splitUrl(url: string): { path: string; query: string | undefined } {
+  const start = url.indexOf('?');
+  return start === -1 ? { path: url, query: undefined } : { path: url.slice(0, start), query: url.slice(start + 1) };
+}
 
 const isUnder = (path: string, prefix: string) => path.startsWith(prefix) && (path.length === prefix.length || path[prefix.length] === '/');
 
@@ -154,7 +154,6 @@ function expressApp(deps: GatewayDeps) {
   // An API answer is never revalidated, and hashing every body for an ETag costs on each response.
   app.set('etag', false);
   app.set('trust proxy', deps.trustedProxies && deps.trustedProxies.length > 0 ? deps.trustedProxies : false);
-  app.set('query parser', 'simple');
 
   // The contract, public like the spec itself; built once, from the same routes and schemas that serve requests.
   let openApi: unknown;
@@ -246,8 +245,8 @@ const LARGE_BODY_BYTES = 64 * 1024;
 
 /** The query string as Express's 'simple' parser read it: a repeated name gives an array. */
 function queryOf(url: string): Record<string, unknown> {
-  const start = url.indexOf('?');
-  return start === -1 ? {} : { ...parseQuery(url.slice(start + 1)) };
+  const { query } = splitUrl(url);
+  return query === undefined ? {} : { ...parseQuery(query) };
 }
 
 const isLargeBody = (req: IncomingMessage) =>
@@ -448,7 +447,12 @@ export function setRateLimitHeaders(res: ServerResponse, state: RateLimitState) 
 export const unknownUrl = (method: string, path: string) =>
   notFound('unknown_url', `Unrecognized request URL (${method}: ${path}).`);
 
-export function methodNotAllowed(res: ServerResponse, method: string, path: string, allow: string[]) {
+/** The 404 for a path no route has, or the 405 (with its `Allow` header) for a method the path's routes do not take. */
+export function refusal(res: ServerResponse, found: Exclude<Match<unknown>, { kind: 'found' }>, method: string, path: string): ApiError {
+  return found.kind === 'not_found' ? unknownUrl(method, path) : methodNotAllowed(res, method, path, found.allow);
+}
+
+function methodNotAllowed(res: ServerResponse, method: string, path: string, allow: string[]) {
   res.setHeader('Allow', allow.join(', '));
   return new ApiError({
     status: 405,

@@ -1,5 +1,5 @@
-import type { KeyPrincipal, Reply, Scope } from '@oc/contracts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { KeyPrincipal, Reply, Scope } from '@oc/contracts';
 import type { ServiceClient } from '@oc/messaging';
 import type { z } from 'zod';
 import type { RateLimits } from '../application/rate-limits';
