@@ -155,7 +155,6 @@ export async function startProjectionThread(options: {
     Atomics.store(positions, i * 2 + WANTED, -1n);
   }
   const { port1, port2 } = new MessageChannel();
-  await options.eventStore.announceCommitsTo(port1);
   const data: ThreadData = {
     eventsFile: options.eventsFile,
     services: names.map((name) => ({ name, readModelFile: options.readModelFiles[name]! })),
@@ -180,6 +179,8 @@ export async function startProjectionThread(options: {
   };
   worker.on('error', lost);
   worker.on('exit', (code) => lost(new Error(`The projection thread exited (${code})`)));
+  // While the thread loads its code: nothing is committed before this returns, so no commit goes unannounced.
+  await options.eventStore.announceCommitsTo(port1);
 
   return {
     projector: ({ service, set, readModels }) => {

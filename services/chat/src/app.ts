@@ -98,13 +98,13 @@ export async function createChat(runtime: ChatRuntime) {
     logger: runtime.logger,
   });
   const cancels = await runtime.client.onBroadcast(Subjects.chat.cancelStream, onCancelStream(service, runtime.logger));
-  gptTokenizer.warmUp();
   let sweep: { stop(): Promise<void> } | undefined;
   return {
     service,
     module: ChatModule.register(service, runtime.logger),
     /** Billing answers by now: what a crash left reserved is released at once, then every few seconds. */
     listening() {
+      gptTokenizer.warmUp();
       sweep = repeatByClock(
         runtime.clock,
         ABANDONED_SWEEP_MS,

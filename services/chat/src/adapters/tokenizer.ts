@@ -6,10 +6,13 @@ import { countBounded } from './token-counter.mjs';
 type GptTokenizer = typeof import('gpt-tokenizer');
 
 /**
- * gpt-tokenizer builds its encoding tables (about 0.1 s of CPU) when it is loaded, so it is loaded on first
- * use, or just after start (`warmUp`), rather than while the service starts.
+ * gpt-tokenizer compiles its encoding and builds its tables when it is loaded (0.3 s of one core here), so it is
+ * loaded on first use, or shortly after the service answers (`warmUp`): not while the service starts, when that
+ * core is busy loading everything else.
  */
 let loaded: GptTokenizer | undefined;
+/** After the service starts answering: its readiness probe and first requests go first. */
+const WARM_UP_AFTER_MS = 500;
 const tokenizer = () => (loaded ??= createRequire(import.meta.url)('gpt-tokenizer') as GptTokenizer);
 
 /**
@@ -39,5 +42,5 @@ export const gptTokenizer: Tokenizer & { warmUp(): void } = {
     if (texts.reduce((chars, text) => chars + text.length, 0) > OFF_THREAD_CHARS) return inWorker(texts, cap);
     return texts.map((text) => countBounded(tokenizer(), text, cap));
   },
-  warmUp: () => void setTimeout(tokenizer, 0).unref(),
+  warmUp: () => void setTimeout(tokenizer, WARM_UP_AFTER_MS).unref(),
 };
