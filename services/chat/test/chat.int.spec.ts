@@ -193,6 +193,15 @@ describe('chat service', () => {
     expect((await chat.getSession({ org_id: 'org_1', session_id: sessionId })).messages).toHaveLength(7);
   });
 
+  it("sends a stream's first frame with its answer, before the upstream is asked: the client's first byte does not wait for the upstream", async () => {
+    await start();
+    const accepted = (await ask('Hello', { stream_to: 'chat.streams.s1' })) as { id: string };
+    expect(frames).toEqual([{ kind: 'data', seq: 0, data: expect.objectContaining({ id: accepted.id, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] }) }]);
+    expect(provider.requests).toHaveLength(0);
+    await vi.waitFor(() => expect(frames.at(-1)?.kind).toBe('end'));
+    expect(provider.requests).toHaveLength(1);
+  });
+
   it('stops a cancelled stream, charges the prompt and the words generated, and still ends the stream', async () => {
     await start();
     provider.hangAfter = 2;

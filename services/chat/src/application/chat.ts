@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import {
   ApiError,
   type ChatCompletion,
@@ -461,9 +462,13 @@ export class ChatService {
   ) {
     const abort = new AbortController();
     const frames = new FrameSequence(this.deps.frames, streamTo);
+    // Published now, so that they leave with the answer: the client's first byte does not wait for the upstream call.
+    const first = Promise.all(shape.first().map((data) => frames.data(data)));
     const work = async () => {
       try {
-        for (const data of shape.first()) await frames.data(data);
+        await first;
+        // The transport sends the answer and the first frames at the end of this turn; the upstream call starts after.
+        await nextTurn();
         const outcome = await this.run(job, (p) => frames.data(shape.progress(p)), abort.signal, shape.record);
         for (const data of shape.last(outcome)) await frames.data(data);
         await frames.end(outcome.usage);

@@ -162,7 +162,8 @@ async function relay(ctx: RouteContext, streamTo: string, frames: FrameQueue, id
   res.setHeader('Cache-Control', 'no-cache');
   res.setHeader('Connection', 'keep-alive');
   res.setHeader('X-Accel-Buffering', 'no');
-  res.flushHeaders();
+  // The headers go at once, or with the first frame when it is here already (one write, one packet).
+  if (!frames.ready()) res.flushHeaders();
   let gone = false;
   const cancel = () => {
     if (gone || res.writableFinished) return;
@@ -208,6 +209,11 @@ class FrameQueue {
     if (!parsed.success) return;
     this.pending.set(parsed.data.seq, parsed.data);
     this.wake?.();
+  }
+
+  /** Whether `next` has a frame to give now. */
+  ready(): boolean {
+    return this.pending.has(this.expected);
   }
 
   /** The next frame, or undefined when none came within `idleMs`. */
