@@ -5,8 +5,8 @@ import {
   type CustomTransportStrategy,
   type MessageHandler,
 } from '@nestjs/microservices';
-import { fail, serviceUnavailable, type Reply } from '@oc/contracts';
 import { EmptyError, firstValueFrom, isObservable } from 'rxjs';
+import { fail, serviceUnavailable, type Reply } from '@oc/contracts';
 import type { Subscription } from '@oc/eventstore';
 import type { RequestOptions, ServiceClient } from './port';
 import {

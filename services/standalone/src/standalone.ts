@@ -58,12 +58,6 @@ export async function startStandalone(options: StandaloneOptions) {
   const logger = options.logger ?? createLogger({ service: 'standalone', level: config.LOG_LEVEL });
   await ensurePrivateDir(config.DATA_DIR);
   const admin = await resolveAdminToken(config.DATA_DIR, config.ADMIN_TOKEN);
-  const broker = new InProcessBroker();
-  // The gateway's thread loads its code (a few hundred ms) on the other core while this one opens the stores and
-  // builds the services; it is ready once the services answer its pings.
-  const gatewayStarting = startGatewayThread({ broker, clock, config, adminToken: admin.token, version, logger });
-  // Awaited below; until then its failure must not count as unhandled.
-  gatewayStarting.catch(() => undefined);
 
   const eventsFile = join(config.DATA_DIR, 'events.sqlite');
   const stores = openSqliteStores({ filename: eventsFile, clock });
@@ -88,6 +82,7 @@ export async function startStandalone(options: StandaloneOptions) {
   });
   const projector = projectionThread.projector;
   const readModels = (service: string) => readModelStores[service]!;
+  const broker = new InProcessBroker();
   const inProcess = new InProcessServiceClient(broker);
   // With telemetry on (OTEL_*), requests between services, handlers and appends are traced; otherwise untouched.
   const traced = telemetryEnabled();
@@ -108,8 +103,10 @@ export async function startStandalone(options: StandaloneOptions) {
     return service;
   };
 
-  // Video URLs point by default at the address the gateway actually got: with PORT=0, known once it listens.
-  const url = `http://127.0.0.1:${config.PORT === 0 ? (await gatewayStarting).port : config.PORT}`;
+  // The gateway listens first, so that by default video URLs point at the address it actually got; it is
+  // ready once the services below answer its pings.
+  const gateway = await startGatewayThread({ broker, clock, config, adminToken: admin.token, version, logger });
+  const url = `http://127.0.0.1:${gateway.port}`;
 
   const webhookKey = await resolveSecretKey(join(config.DATA_DIR, 'webhook-secret-key'), config.WEBHOOK_SECRET_KEY);
   // Built side by side: each catches its read models up on its own files and worker threads.
@@ -165,7 +162,6 @@ export async function startStandalone(options: StandaloneOptions) {
   for (const service of built) await serve(service);
   for (const service of built) if ('listening' in service) service.listening();
 
-  const gateway = await gatewayStarting;
   const demo = options.demo ? await createDemoOnFirstStart(inProcess) : undefined;
 
   return {
