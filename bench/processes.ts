@@ -111,9 +111,11 @@ async function processTree(pid: number | undefined): Promise<number[]> {
 /** CPU time a process has used (user + system), in clock ticks, from /proc (0 elsewhere or once it is gone). */
 async function cpuTicks(pid: number | undefined): Promise<number> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-  // Fields after the command name, which may itself hold spaces: state is the first, utime the 12th, stime the 13th.
+  // Fields after the command name, which may itself hold spaces: state is the first, then utime, stime, and the
+  // children's cutime and cstime from the 12th. A child that exited between two readings (each ffmpeg run of the
+  // video simulator's renders lasts a second or two) is counted in its parent's cutime and cstime once reaped.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(fields[11] ?? 0) + Number(fields[12] ?? 0);
+  return [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i] ?? 0), 0);
 }
 
 export async function logTail(child: Child, lines = 30): Promise<string> {
