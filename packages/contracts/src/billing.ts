@@ -189,6 +189,12 @@ export const BillingMessages = {
     description: z.string(),
     expires_at: z.int().positive().optional(),
     holder: HolderSchema.optional(),
+    /**
+     * Answer once decided, while the reservation is still being stored: for a caller in billing's own process,
+     * whose next step (the upstream call) then overlaps the store's commit. Billing honours it only there
+     * (`BillingRuntime.callersInProcess`), never across processes, where billing could fail alone and lose it.
+     */
+    answer_when_decided: z.boolean().optional(),
   }),
   /** Capture part or all of a reservation; the rest goes back to the available balance. */
   captureReservation: z.object({ ...OrgRef, reservation_id: z.string().min(1), amount_micros: z.int().nonnegative() }),

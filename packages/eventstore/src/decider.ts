@@ -106,6 +106,19 @@ function rootMetadata(metadata: EventMetadata | undefined, firstEventId: string)
   return { ...metadata, correlationId: metadata?.correlationId ?? firstEventId, causationId: metadata?.causationId ?? firstEventId };
 }
 
+export interface HandleOptions {
+  /**
+   * Answer once the command is decided, while its events are still being stored: for a caller whose next
+   * step needs the decision (a reservation made or refused) but not yet its durability, so that the store's
+   * commit overlaps that step. Honoured only where no other process writes the stream (without
+   * `otherWriters`): the decision, made on the kept state, is then final, and every later command on the
+   * stream is decided after the append settles. Should the append fail, the decision is lost, as in a crash
+   * before it was stored; the stream's next command reads it again from the store. A query through
+   * `readYourWrites` still waits for it to be stored (`storing`).
+   */
+  answerWhenDecided?: boolean;
+}
+
 export interface HandleResult<State, Event> {
   state: State;
   events: Event[];
@@ -117,6 +130,8 @@ export interface HandleResult<State, Event> {
 interface Pending<State, Command, Event> {
   command: Command;
   metadata: EventMetadata | undefined;
+  /** Answered once decided, before its events are stored (`HandleOptions.answerWhenDecided`). */
+  early: boolean;
   resolve(result: HandleResult<State, Event>): void;
   reject(error: unknown): void;
 }
@@ -161,6 +176,8 @@ export class CommandHandler {
   private readonly states = new Map<string, Kept>();
   /** Per stream, the batch waiting for the stream's current append to settle. */
   private readonly gathering = new Map<string, Batch>();
+  /** Appends whose commands were answered before they were stored, until they settle. */
+  private readonly answeredAhead = new Set<Promise<unknown>>();
 
   constructor(
     private readonly store: EventStore,
@@ -185,8 +202,9 @@ export class CommandHandler {
     decider: Decider<State, Command, Event>,
     command: Command,
     metadata?: EventMetadata,
+    options?: HandleOptions,
   ): Promise<HandleResult<State, Event>> {
-    return this.enqueue(streamName, decider, command, metadata, false);
+    return this.enqueue(streamName, decider, command, metadata, false, options?.answerWhenDecided === true && this.options.otherWriters !== true);
   }
 
   /**
@@ -200,7 +218,7 @@ export class CommandHandler {
     command: Command,
     metadata?: EventMetadata,
   ): Promise<HandleResult<State, Event>> {
-    return this.enqueue(streamName, decider, command, metadata, true);
+    return this.enqueue(streamName, decider, command, metadata, true, false);
   }
 
   private enqueue<State, Command, Event extends DomainEvent>(
@@ -209,10 +227,11 @@ export class CommandHandler {
     command: Command,
     metadata: EventMetadata | undefined,
     fresh: boolean,
+    early: boolean,
   ): Promise<HandleResult<State, Event>> {
     return new Promise((resolve, reject) => {
       // Taken here, in the caller's context: a batch's commands come from different requests.
-      const pending = { command, metadata: commandMetadata(metadata), resolve, reject } as Pending<unknown, unknown, DomainEvent>;
+      const pending = { command, metadata: commandMetadata(metadata), early, resolve, reject } as Pending<unknown, unknown, DomainEvent>;
       const open = this.gathering.get(streamName);
       if (open && open.decider === decider && open.pending.length < MAX_BATCH) {
         open.pending.push(pending);
@@ -249,8 +268,12 @@ export class CommandHandler {
           const metadata = rootMetadata(pending[i]!.metadata, ids[0]!);
           outcome.events.forEach((e, j) => toAppend.push({ id: ids[j]!, type: e.type, data: e.data, metadata }));
         });
-        const appended =
-          toAppend.length > 0 ? await this.store.appendToStream(streamName, toAppend, { expectedRevision: revision }) : undefined;
+        // Those answered once decided are answered now. A retry decides them again and stores what it decides;
+        // their callers keep the first answer (a promise settles once).
+        answerDecided(pending, outcomes);
+        const appending = toAppend.length > 0 ? this.store.appendToStream(streamName, toAppend, { expectedRevision: revision }) : undefined;
+        if (appending && pending.some((p) => p.early)) this.storingAhead(appending);
+        const appended = await appending;
         if (appended) {
           this.#lastAppended = Math.max(this.#lastAppended, appended.position);
           const first = toAppend[0]!;
@@ -275,6 +298,28 @@ export class CommandHandler {
         await new Promise((r) => setTimeout(r, Math.min(100, 2 ** attempt) * Math.random()));
       }
     }
+  }
+
+  /**
+   * Settles once every append whose commands were answered before it was stored has settled (undefined when
+   * none is in flight): a query that must show what was answered waits for it.
+   */
+  get storing(): Promise<unknown> | undefined {
+    return this.answeredAhead.size === 0 ? undefined : Promise.all([...this.answeredAhead]);
+  }
+
+  private storingAhead(appending: Promise<AppendResult>) {
+    const settled: Promise<void> = appending.then(
+      (appended) => {
+        // Here rather than after the awaiting command's batch resumes: a query waiting on `storing` then sees it.
+        this.#lastAppended = Math.max(this.#lastAppended, appended.position);
+        this.answeredAhead.delete(settled);
+      },
+      () => {
+        this.answeredAhead.delete(settled);
+      },
+    );
+    this.answeredAhead.add(settled);
   }
 
   private newEventId(): string {
@@ -359,6 +404,19 @@ export class CommandHandler {
       if (oldest !== undefined) this.states.delete(oldest);
     }
   }
+}
+
+/** Answers the commands taken once decided (`early`) with their decision: a refusal or their events. */
+function answerDecided(
+  pending: ReadonlyArray<Pending<unknown, unknown, DomainEvent>>,
+  outcomes: ReadonlyArray<{ state: unknown; events: DomainEvent[] } | { error: unknown }>,
+) {
+  outcomes.forEach((outcome, i) => {
+    const p = pending[i]!;
+    if (!p.early) return;
+    if ('error' in outcome) p.reject(outcome.error);
+    else p.resolve(outcome);
+  });
 }
 
 /** Each command decided in turn on the state the previous one left; a command that throws fails alone. */

@@ -115,6 +115,76 @@ describe('CommandHandler', () => {
     });
   });
 
+  describe('answering once decided', () => {
+    /** `store`, whose appends wait until `open()` is called. */
+    function heldAppends() {
+      let open!: () => void;
+      const opened = new Promise<void>((resolve) => (open = resolve));
+      const appendToStream = store.appendToStream.bind(store);
+      vi.spyOn(store, 'appendToStream').mockImplementation(async (...args) => (await opened, appendToStream(...args)));
+      return { open };
+    }
+    const settledYet = async (promise: Promise<unknown>) => {
+      let settled = false;
+      void promise.then(
+        () => (settled = true),
+        () => (settled = true),
+      );
+      for (let i = 0; i < 20; i++) await Promise.resolve();
+      return settled;
+    };
+
+    it('answers before the events are stored; the next command on the stream waits until they are', async () => {
+      const handler = new CommandHandler(store);
+      const appends = heldAppends();
+
+      const early = await handler.handle('counter-1', counter, { type: 'Increment', max: 10 }, undefined, { answerWhenDecided: true });
+      const next = handler.handle('counter-1', counter, { type: 'Increment', max: 10 });
+
+      expect(early).toEqual({ state: { value: 1 }, events: [{ type: 'Incremented', data: { by: 1 } }] });
+      expect(await store.readStream('counter-1')).toHaveLength(0);
+      expect(await settledYet(next)).toBe(false);
+      appends.open();
+      expect((await next).state).toEqual({ value: 2 });
+      expect(await store.readStream('counter-1')).toHaveLength(2);
+    });
+
+    it('refuses at once', async () => {
+      const handler = new CommandHandler(store);
+      heldAppends();
+
+      await expect(handler.handle('counter-1', counter, { type: 'Increment', max: 0 }, undefined, { answerWhenDecided: true })).rejects.toBeInstanceOf(
+        LimitReached,
+      );
+    });
+
+    it('says what it is storing, so that a query waits for it, and where it was stored once it is', async () => {
+      const handler = new CommandHandler(store);
+      const appends = heldAppends();
+
+      await handler.handle('counter-1', counter, { type: 'Increment', max: 10 }, undefined, { answerWhenDecided: true });
+      const storing = handler.storing;
+
+      expect(storing).toBeDefined();
+      expect(handler.lastAppended).toBe(-1);
+      appends.open();
+      await storing;
+      expect(handler.lastAppended).toBe((await store.readStream('counter-1'))[0]!.position);
+      expect(handler.storing).toBeUndefined();
+    });
+
+    it('waits for the store where another process writes the stream too', async () => {
+      const handler = new CommandHandler(store, { otherWriters: true });
+      const appends = heldAppends();
+
+      const answer = handler.handle('counter-1', counter, { type: 'Increment', max: 10 }, undefined, { answerWhenDecided: true });
+
+      expect(await settledYet(answer)).toBe(false);
+      appends.open();
+      expect((await answer).appended).toBeDefined();
+    });
+  });
+
   it('appends nothing when the decision is empty (an idempotent repeat)', async () => {
     const handler = new CommandHandler(store);
     await handler.handle('counter-1', counter, { type: 'SetTo', value: 3 });

@@ -432,11 +432,19 @@ export interface ReadModels {
 
 /**
  * Read-your-writes at read time: every query first waits until the projections show every event `writer`
- * has appended (a position known in this process, so usually no wait at all). Writes then answer as soon
- * as they are stored, and a client that reads after a write's answer still sees it.
+ * has appended (a position known in this process, so usually no wait at all), and what it answered before
+ * storing (`storing`, see `HandleOptions.answerWhenDecided`) once stored. Writes then answer as soon as they
+ * are stored, and a client that reads after a write's answer still sees it.
  */
-export function readYourWrites(readModels: ReadModelStore, projections: Projector, writer: { readonly lastAppended: number }): ReadModels {
-  const caughtUp = () => projections.waitFor(writer.lastAppended);
+export function readYourWrites(
+  readModels: ReadModelStore,
+  projections: Projector,
+  writer: { readonly lastAppended: number; readonly storing?: Promise<unknown> | undefined },
+): ReadModels {
+  const caughtUp = () => {
+    const storing = writer.storing;
+    return storing ? storing.then(() => projections.waitFor(writer.lastAppended)) : projections.waitFor(writer.lastAppended);
+  };
   return {
     collection<T extends Document>(name: string): Collection<T> {
       const collection = readModels.collection<T>(name);

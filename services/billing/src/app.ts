@@ -24,6 +24,11 @@ export interface BillingRuntime {
   replicas?: Replicas;
   /** Where accounts' states are kept every so many events; without it, an account loads from its first event. */
   snapshots?: SnapshotStore;
+  /**
+   * The products that reserve funds run in this process (standalone), so a crash takes them and billing
+   * together: their reservations may be answered once decided, their commit overlapping the product's next step.
+   */
+  callersInProcess?: boolean;
 }
 
 /** How often expired reservations are looked for (by the injected clock). */
@@ -66,6 +71,7 @@ export async function createBilling(runtime: BillingRuntime) {
     clock: runtime.clock,
     ids: runtime.ids,
     ...(runtime.keyBytes ? { keyBytes: runtime.keyBytes } : {}),
+    callersInProcess: runtime.callersInProcess === true && !shared,
   });
   const expiry = repeatByClock(
     runtime.clock,

@@ -13,7 +13,7 @@ import { createBilling } from '../src/app';
 import { accountStream } from '../src/domain/account';
 
 /** The billing service alone, answering on the in-process transport, as other services reach it. */
-async function startBilling(files: { dir: string } | undefined = undefined) {
+async function startBilling(files: { dir: string } | undefined = undefined, options: { callersInProcess?: boolean } = {}) {
   const clock = new ManualClock(Date.UTC(2026, 10, 22));
   // Events are stamped by the test's clock, as in the running service, so that days follow it.
   const stores = openSqliteStores({ filename: files ? join(files.dir, 'events.sqlite') : ':memory:', clock });
@@ -32,6 +32,7 @@ async function startBilling(files: { dir: string } | undefined = undefined) {
     clock,
     ids: sortableIds,
     logger: createLogger({ service: 'billing-test', level: 'silent' }),
+    ...options,
   });
   const app = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });
   await app.listen();
@@ -47,6 +48,94 @@ async function startBilling(files: { dir: string } | undefined = undefined) {
     },
   };
 }
+
+describe('billing: a reservation answered once decided', () => {
+  /** Holds every append to the event store until `open()`. */
+  function holdAppends(store: Awaited<ReturnType<typeof startBilling>>['store']) {
+    let open!: () => void;
+    const opened = new Promise<void>((resolve) => (open = resolve));
+    const append = store.appendToStream.bind(store);
+    const spy = vi.spyOn(store, 'appendToStream').mockImplementation(async (...args) => (await opened, append(...args)));
+    return { open: () => (open(), spy.mockRestore()) };
+  }
+  const settledWithin = (promise: Promise<unknown>, ms: number) =>
+    Promise.race([promise.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms))]);
+
+  async function orgWithCredit(bus: ServiceClient, micros: number) {
+    const org = await bus.request<{ id: string }>(Subjects.billing.createOrganization, { name: 'Acme', tier: 'standard' });
+    if (!org.ok) throw new Error('org');
+    await bus.request(Subjects.billing.addCredits, { org_id: org.data.id, amount_micros: micros, description: 'Top-up' });
+    return org.data.id;
+  }
+
+  it('answers before it is stored where its callers share its process; a balance read after shows it held', async () => {
+    const billing = await startBilling(undefined, { callersInProcess: true });
+    try {
+      const org_id = await orgWithCredit(billing.client, 1_000_000);
+      const appends = holdAppends(billing.store);
+
+      const reserved = billing.client.request(Subjects.billing.reserveFunds, {
+        org_id,
+        reservation_id: 'r1',
+        amount_micros: 400_000,
+        description: 'chat',
+        answer_when_decided: true,
+      });
+      expect(await settledWithin(reserved, 1_000)).toBe(true);
+      expect((await reserved).ok).toBe(true);
+      const balance = billing.client.request(Subjects.billing.getBalance, { org_id });
+      expect(await settledWithin(balance, 50)).toBe(false);
+      appends.open();
+      expect(await balance).toMatchObject({ ok: true, data: { available: 0.6, reserved: 0.4 } });
+      expect((await billing.store.readStream(accountStream(org_id))).map((e) => e.type)).toContain('FundsReserved');
+    } finally {
+      await billing.close();
+    }
+  });
+
+  it('still refuses what the balance cannot cover, exactly, among 200 at once', async () => {
+    const billing = await startBilling(undefined, { callersInProcess: true });
+    try {
+      const org_id = await orgWithCredit(billing.client, 1_000_000);
+      const replies = await Promise.all(
+        Array.from({ length: 200 }, (_, i) =>
+          billing.client.request(Subjects.billing.reserveFunds, {
+            org_id,
+            reservation_id: `res_${i}`,
+            amount_micros: 30_000,
+            description: 'chat',
+            answer_when_decided: true,
+          }),
+        ),
+      );
+      expect(replies.filter((r) => r.ok)).toHaveLength(33);
+      expect(await billing.client.request(Subjects.billing.getBalance, { org_id })).toMatchObject({ data: { available: 0.01, reserved: 0.99 } });
+    } finally {
+      await billing.close();
+    }
+  });
+
+  it('answers only once stored when its callers run in other processes', async () => {
+    const billing = await startBilling();
+    try {
+      const org_id = await orgWithCredit(billing.client, 1_000_000);
+      const appends = holdAppends(billing.store);
+
+      const reserved = billing.client.request(Subjects.billing.reserveFunds, {
+        org_id,
+        reservation_id: 'r1',
+        amount_micros: 400_000,
+        description: 'chat',
+        answer_when_decided: true,
+      });
+      expect(await settledWithin(reserved, 200)).toBe(false);
+      appends.open();
+      expect((await reserved).ok).toBe(true);
+    } finally {
+      await billing.close();
+    }
+  });
+});
 
 describe('billing: reservations against the prepaid balance', () => {
   let billing: Awaited<ReturnType<typeof startBilling>>;

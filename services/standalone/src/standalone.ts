@@ -120,6 +120,7 @@ export async function startStandalone(options: StandaloneOptions) {
       clock,
       ids,
       logger: logger.child({ service: 'billing' }),
+      callersInProcess: true,
     }),
     createChat({
       eventStore,

@@ -19,7 +19,7 @@ import {
   type Organization,
   unixSeconds,
 } from '@oc/contracts';
-import type { CommandHandler, EventMetadata, EventStore } from '@oc/eventstore';
+import type { CommandHandler, EventMetadata, EventStore, HandleOptions } from '@oc/eventstore';
 import { pageAfter, type ReadModels } from '@oc/readmodel';
 import { telemetryEnabled } from '@oc/telemetry';
 import { accountDecider, type AccountCommand, accountStream } from '../domain/account';
@@ -55,6 +55,8 @@ export interface BillingDeps {
   ids: IdSource;
   /** 32 random bytes for a new API key; injected so tests can pin them. */
   keyBytes?: () => Buffer;
+  /** The products that reserve run in this process: a reservation may be answered once decided (`answer_when_decided`). */
+  callersInProcess?: boolean;
 }
 
 export const hashApiKey = (key: string) => createHash('sha256').update(key).digest('hex');
@@ -79,9 +81,9 @@ export class BillingService {
     return this.deps.readModels.collection<ApiKeyDoc>(Collections.apiKeys);
   }
 
-  /** Stored when this resolves; the read models show it to any query made after (`readYourWrites`). */
-  private account(command: AccountCommand, metadata?: EventMetadata) {
-    const handled = this.deps.commands.handle(accountStream(command.orgId), accountDecider, command, metadata);
+  /** Stored when this resolves (unless `options` say otherwise); the read models show it to any query made after (`readYourWrites`). */
+  private account(command: AccountCommand, metadata?: EventMetadata, options?: HandleOptions) {
+    const handled = this.deps.commands.handle(accountStream(command.orgId), accountDecider, command, metadata, options);
     if (telemetryEnabled()) handled.then((result) => recordReservation(command, result), (error: unknown) => recordReservation(command, { error }));
     return handled;
   }
@@ -143,16 +145,21 @@ export class BillingService {
 
   async reserveFunds(m: BillingMessage<'reserveFunds'>) {
     const now = unixSeconds(this.deps.clock.now());
-    await this.account({
-      type: 'ReserveFunds',
-      orgId: m.org_id,
-      reservationId: m.reservation_id,
-      amountMicros: m.amount_micros,
-      description: m.description,
-      expiresAt: m.expires_at ?? now + DEFAULT_RESERVATION_TTL_SECONDS,
-      now,
-      ...(m.holder === undefined ? {} : { holder: m.holder }),
-    });
+    await this.account(
+      {
+        type: 'ReserveFunds',
+        orgId: m.org_id,
+        reservationId: m.reservation_id,
+        amountMicros: m.amount_micros,
+        description: m.description,
+        expiresAt: m.expires_at ?? now + DEFAULT_RESERVATION_TTL_SECONDS,
+        now,
+        ...(m.holder === undefined ? {} : { holder: m.holder }),
+      },
+      undefined,
+      // A crash before it is stored takes its caller with it: the product never charges what it never held.
+      { answerWhenDecided: m.answer_when_decided === true && this.deps.callersInProcess === true },
+    );
     return { reservation_id: m.reservation_id };
   }
 

@@ -6,7 +6,8 @@ import type { Funds } from '../application/ports';
 export function billingFunds(client: ServiceClient): Funds {
   return {
     async reserve(org_id, reservation_id, amount_micros, description, { expiresAt: expires_at, holder }) {
-      unwrap(await client.request(Subjects.billing.reserveFunds, { org_id, reservation_id, amount_micros, description, expires_at, holder }));
+      const reservation = { org_id, reservation_id, amount_micros, description, expires_at, holder, answer_when_decided: true };
+      unwrap(await client.request(Subjects.billing.reserveFunds, reservation));
     },
     async capture(org_id, reservation_id, amount_micros) {
       unwrap(await client.request(Subjects.billing.captureReservation, { org_id, reservation_id, amount_micros }));

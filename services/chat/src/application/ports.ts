@@ -43,6 +43,11 @@ export interface Hold {
 
 /** The billing service's reservations, in integer micro-USD; a refusal throws billing's 402, with its `funds`. */
 export interface Funds {
+  /**
+   * Held when this resolves; or, where billing runs in this process, decided and still being stored, so that the
+   * upstream call overlaps its commit. Billing stores it before the capture or release that follows, and a crash
+   * before then takes the completion with it: nothing generated is charged, nothing is held.
+   */
   reserve(orgId: string, reservationId: string, amountMicros: number, description: string, hold: Hold): Promise<void>;
   capture(orgId: string, reservationId: string, amountMicros: number): Promise<void>;
   release(orgId: string, reservationId: string): Promise<void>;
