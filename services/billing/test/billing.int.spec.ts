@@ -49,6 +49,14 @@ async function startBilling(files: { dir: string } | undefined = undefined, opti
   };
 }
 
+/** A new organization with `micros` of credit. */
+async function orgWithCredit(bus: ServiceClient, micros: number) {
+  const org = await bus.request<{ id: string }>(Subjects.billing.createOrganization, { name: 'Acme', tier: 'standard' });
+  if (!org.ok) throw new Error('org');
+  await bus.request(Subjects.billing.addCredits, { org_id: org.data.id, amount_micros: micros, description: 'Top-up' });
+  return org.data.id;
+}
+
 describe('billing: a reservation answered once decided', () => {
   /** Holds every append to the event store until `open()`. */
   function holdAppends(store: Awaited<ReturnType<typeof startBilling>>['store']) {
@@ -60,13 +68,6 @@ describe('billing: a reservation answered once decided', () => {
   }
   const settledWithin = (promise: Promise<unknown>, ms: number) =>
     Promise.race([promise.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms))]);
-
-  async function orgWithCredit(bus: ServiceClient, micros: number) {
-    const org = await bus.request<{ id: string }>(Subjects.billing.createOrganization, { name: 'Acme', tier: 'standard' });
-    if (!org.ok) throw new Error('org');
-    await bus.request(Subjects.billing.addCredits, { org_id: org.data.id, amount_micros: micros, description: 'Top-up' });
-    return org.data.id;
-  }
 
   it('answers before it is stored where its callers share its process; a balance read after shows it held', async () => {
     const billing = await startBilling(undefined, { callersInProcess: true });
@@ -146,13 +147,6 @@ describe('billing: reservations against the prepaid balance', () => {
   });
   afterAll(() => billing.close());
 
-  async function orgWithCredit(micros: number) {
-    const org = await bus.request<{ id: string }>(Subjects.billing.createOrganization, { name: 'Acme', tier: 'standard' });
-    if (!org.ok) throw new Error('org');
-    await bus.request(Subjects.billing.addCredits, { org_id: org.data.id, amount_micros: micros, description: 'Top-up' });
-    return org.data.id;
-  }
-
   const balance = async (org_id: string) => {
     const reply = await bus.request<{ available: number; reserved: number }>(Subjects.billing.getBalance, { org_id });
     if (!reply.ok) throw new Error('balance');
@@ -160,7 +154,7 @@ describe('billing: reservations against the prepaid balance', () => {
   };
 
   it('lets exactly the affordable number of 200 concurrent reservations through, and refuses the rest with 402', async () => {
-    const org_id = await orgWithCredit(1_000_000);
+    const org_id = await orgWithCredit(bus, 1_000_000);
     const replies: Reply<unknown>[] = await Promise.all(
       Array.from({ length: 200 }, (_, i) =>
         bus.request(Subjects.billing.reserveFunds, {
@@ -184,7 +178,7 @@ describe('billing: reservations against the prepaid balance', () => {
   });
 
   it('captures usage, returns the unused part, and refunds released reservations', async () => {
-    const org_id = await orgWithCredit(1_000_000);
+    const org_id = await orgWithCredit(bus, 1_000_000);
     await bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'a', amount_micros: 400_000, description: 'chat' });
     await bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'b', amount_micros: 500_000, description: 'video' });
     expect(await balance(org_id)).toMatchObject({ available: 0.1, reserved: 0.9 });
@@ -212,7 +206,7 @@ describe('billing: reservations against the prepaid balance', () => {
   });
 
   it('releases a reservation left open past its expiry by itself, once, with a ledger entry saying why', async () => {
-    const org_id = await orgWithCredit(1_000_000);
+    const org_id = await orgWithCredit(bus, 1_000_000);
     const now = Math.floor(billing.clock.now() / 1000);
     await bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'late', amount_micros: 300_000, description: 'chat', expires_at: now + 60 });
     await bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'live', amount_micros: 200_000, description: 'video', expires_at: now + 600 });
@@ -236,8 +230,8 @@ describe('billing: reservations against the prepaid balance', () => {
   });
 
   it('names the holders of open reservations by prefix and releases what one holder left open, in batches', async () => {
-    const org_id = await orgWithCredit(10_000_000);
-    const other = await orgWithCredit(1_000_000);
+    const org_id = await orgWithCredit(bus, 10_000_000);
+    const other = await orgWithCredit(bus, 1_000_000);
     const reserve = (org: string, reservation_id: string, holder?: string) =>
       bus.request(Subjects.billing.reserveFunds, { org_id: org, reservation_id, amount_micros: 1_000, description: 'chat', ...(holder ? { holder } : {}) });
     for (let i = 0; i < 502; i++) await reserve(org_id, `gone-${i}`, 'chat/a/run_1');
@@ -263,7 +257,7 @@ describe('billing: reservations against the prepaid balance', () => {
   });
 
   it('refuses to capture more than was reserved, so usage can never overdraw', async () => {
-    const org_id = await orgWithCredit(100);
+    const org_id = await orgWithCredit(bus, 100);
     await bus.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'r', amount_micros: 100, description: 'chat' });
     const reply = await bus.request(Subjects.billing.captureReservation, { org_id, reservation_id: 'r', amount_micros: 101 });
     expect(reply).toMatchObject({ ok: false, error: { status: 400, code: 'capture_exceeds_reservation' } });
