@@ -69,19 +69,17 @@ describe('billing: a reservation answered once decided', () => {
   const settledWithin = (promise: Promise<unknown>, ms: number) =>
     Promise.race([promise.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms))]);
 
+  /** 0.40 USD reserved for chat, asking to be answered once decided. */
+  const reserveAhead = (client: ServiceClient, org_id: string) =>
+    client.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'r1', amount_micros: 400_000, description: 'chat', answer_when_decided: true });
+
   it('answers before it is stored where its callers share its process; a balance read after shows it held', async () => {
     const billing = await startBilling(undefined, { callersInProcess: true });
     try {
       const org_id = await orgWithCredit(billing.client, 1_000_000);
       const appends = holdAppends(billing.store);
 
-      const reserved = billing.client.request(Subjects.billing.reserveFunds, {
-        org_id,
-        reservation_id: 'r1',
-        amount_micros: 400_000,
-        description: 'chat',
-        answer_when_decided: true,
-      });
+      const reserved = reserveAhead(billing.client, org_id);
       expect(await settledWithin(reserved, 1_000)).toBe(true);
       expect((await reserved).ok).toBe(true);
       const balance = billing.client.request(Subjects.billing.getBalance, { org_id });
@@ -122,13 +120,7 @@ describe('billing: a reservation answered once decided', () => {
       const org_id = await orgWithCredit(billing.client, 1_000_000);
       const appends = holdAppends(billing.store);
 
-      const reserved = billing.client.request(Subjects.billing.reserveFunds, {
-        org_id,
-        reservation_id: 'r1',
-        amount_micros: 400_000,
-        description: 'chat',
-        answer_when_decided: true,
-      });
+      const reserved = reserveAhead(billing.client, org_id);
       expect(await settledWithin(reserved, 200)).toBe(false);
       appends.open();
       expect((await reserved).ok).toBe(true);
