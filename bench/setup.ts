@@ -15,6 +15,16 @@ export interface Tenant {
 const SCOPES: Scope[] = ['chat:read', 'chat:write', 'video:read', 'video:write', 'webhook:read', 'webhook:write'];
 /** Plenty for every chat and video a full run buys (a long stream reserves about 0.40 USD). */
 const CREDIT_USD = 100_000;
+/**
+ * Far above what any section can send: the enterprise tier's own 2,000 requests a minute, over 256
+ * organizations, is ~8,500 req/s, which a GET section passed on a fast machine and answered 429.
+ */
+const LIMITS = {
+  requests_per_minute: 100_000_000,
+  requests_per_day: 1_000_000_000,
+  chat_requests_per_minute: 100_000_000,
+  chat_tokens_per_day: 1_000_000_000_000,
+};
 
 /**
  * Set-up is not measured, so a request that dies on its socket is sent once more: a server whose event loop
@@ -60,6 +70,7 @@ export async function mapLimit<T, R>(items: T[], limit: number, work: (item: T, 
 async function createTenant(origin: string, adminToken: string, index: number): Promise<Tenant> {
   const admin = <T>(method: string, path: string, body?: unknown) => call<T>(origin, adminToken, method, path, body);
   const org = await admin<{ id: string }>('POST', '/admin/v1/organizations', { name: `bench-${index}`, tier: 'enterprise' });
+  await admin('PATCH', `/admin/v1/organizations/${org.id}`, { limits: LIMITS });
   await admin('POST', `/admin/v1/organizations/${org.id}/credits`, { amount: CREDIT_USD, description: 'Bench credit' });
   const { key } = await admin<{ key: string }>('POST', `/admin/v1/organizations/${org.id}/keys`, {
     name: 'bench',
