@@ -1,9 +1,10 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmod, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { entriesUnder, ifStillThere } from './files';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 
@@ -85,25 +86,23 @@ describe('the built standalone service', () => {
 
   it('keeps DATA_DIR to its own user: the directory 0700, everything it wrote there 0600 or 0700', async () => {
     expect((await stat(dataDir)).mode & 0o777).toBe(0o700);
-    const entries = await readdir(dataDir, { recursive: true });
+    const entries = (await entriesUnder(dataDir)).map((entry) => entry.path);
     expect(entries).toEqual(expect.arrayContaining(['events.sqlite', join('read-models', 'chat.sqlite')]));
     expect(entries.some((entry) => entry.endsWith('.mp4'))).toBe(true);
     const open = [];
     for (const entry of entries) {
-      const mode = (await stat(join(dataDir, entry))).mode & 0o777;
-      if ((mode & 0o077) !== 0) open.push(`${entry} ${mode.toString(8)}`);
+      const found = await ifStillThere(stat(join(dataDir, entry)));
+      const mode = found && found.mode & 0o777;
+      if (mode !== undefined && (mode & 0o077) !== 0) open.push(`${entry} ${mode.toString(8)}`);
     }
     expect(open).toEqual([]);
   });
 
   it('stores API keys only as hashes and webhook secrets only sealed: no file under DATA_DIR holds either', async () => {
     expect(secrets.length).toBeGreaterThanOrEqual(2);
-    const entries = await readdir(dataDir, { recursive: true });
-    for (const entry of entries) {
-      const path = join(dataDir, entry);
-      if (!(await stat(path)).isFile()) continue;
-      const bytes = await readFile(path);
-      for (const secret of secrets) expect(bytes.includes(secret), `${entry} holds a secret`).toBe(false);
+    for (const entry of (await entriesUnder(dataDir)).filter((e) => e.file)) {
+      const bytes = (await ifStillThere(readFile(join(dataDir, entry.path)))) ?? Buffer.alloc(0);
+      for (const secret of secrets) expect(bytes.includes(secret), `${entry.path} holds a secret`).toBe(false);
     }
   });
 });
