@@ -36,8 +36,9 @@ export default defineConfig({
         },
       },
       {
-        // Suites that bound another client's latency measure this machine: they run last, alone, so that the
-        // other suites' load on two cores is not counted as the service's.
+        // Suites that bound another client's latency measure this machine, so they run alone. Group 1 runs after
+        // `unit+int` (group 0) and before `e2e`, which vitest runs last, file by file, as a project with one worker
+        // at the default group order: so no other suite, nor what it started and is still stopping, runs beside them.
         extends: true,
         test: {
           name: 'timed',
