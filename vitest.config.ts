@@ -21,7 +21,6 @@ export default defineConfig({
           name: 'unit+int',
           include: ['packages/*/test/**/*.spec.ts', 'services/*/test/**/*.spec.ts'],
           exclude: ['**/*.e2e.spec.ts', '**/node_modules/**'],
-          sequence: { groupOrder: 0 },
         },
       },
       {
@@ -32,7 +31,6 @@ export default defineConfig({
           include: ['services/*/test/**/*.e2e.spec.ts'],
           exclude: [...TIMED, '**/node_modules/**'],
           fileParallelism: false,
-          sequence: { groupOrder: 0 },
         },
       },
       {

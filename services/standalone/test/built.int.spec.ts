@@ -1,10 +1,10 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmod, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { entriesUnder, ifStillThere } from './files';
+import { entriesUnder, filesUnder, ifStillThere } from './files';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 
@@ -92,17 +92,17 @@ describe('the built standalone service', () => {
     const open = [];
     for (const entry of entries) {
       const found = await ifStillThere(stat(join(dataDir, entry)));
-      const mode = found && found.mode & 0o777;
-      if (mode !== undefined && (mode & 0o077) !== 0) open.push(`${entry} ${mode.toString(8)}`);
+      if (!found) continue;
+      const mode = found.mode & 0o777;
+      if ((mode & 0o077) !== 0) open.push(`${entry} ${mode.toString(8)}`);
     }
     expect(open).toEqual([]);
   });
 
   it('stores API keys only as hashes and webhook secrets only sealed: no file under DATA_DIR holds either', async () => {
     expect(secrets.length).toBeGreaterThanOrEqual(2);
-    for (const entry of (await entriesUnder(dataDir)).filter((e) => e.file)) {
-      const bytes = (await ifStillThere(readFile(join(dataDir, entry.path)))) ?? Buffer.alloc(0);
-      for (const secret of secrets) expect(bytes.includes(secret), `${entry.path} holds a secret`).toBe(false);
+    for (const { path, bytes } of await filesUnder(dataDir)) {
+      for (const secret of secrets) expect(bytes.includes(secret), `${path} holds a secret`).toBe(false);
     }
   });
 });

@@ -1,4 +1,4 @@
-import { readdir } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 /**
@@ -25,4 +25,11 @@ export async function entriesUnder(root: string, under = ''): Promise<{ path: st
     if (entry.isDirectory()) found.push(...(await entriesUnder(root, path)));
   }
   return found;
+}
+
+/** Every file under `root` with what it holds, leaving out those that vanish before they are read. */
+export async function filesUnder(root: string): Promise<{ path: string; bytes: Buffer }[]> {
+  const files = (await entriesUnder(root)).filter((entry) => entry.file);
+  const read = await Promise.all(files.map(async ({ path }) => ({ path, bytes: await ifStillThere(readFile(join(root, path))) })));
+  return read.flatMap(({ path, bytes }) => (bytes ? [{ path, bytes }] : []));
 }
