@@ -197,7 +197,17 @@ export const BillingMessages = {
     answer_when_decided: z.boolean().optional(),
   }),
   /** Capture part or all of a reservation; the rest goes back to the available balance. */
-  captureReservation: z.object({ ...OrgRef, reservation_id: z.string().min(1), amount_micros: z.int().nonnegative() }),
+  captureReservation: z.object({
+    ...OrgRef,
+    reservation_id: z.string().min(1),
+    amount_micros: z.int().nonnegative(),
+    /**
+     * As for `reserveFunds`: answer once decided, while the capture is still being stored, for a caller in
+     * billing's own process. Chat's next append (the session's exchange) then joins the same group commit,
+     * behind the capture: the event store never stores it without the capture (decisions.md).
+     */
+    answer_when_decided: z.boolean().optional(),
+  }),
   releaseReservation: z.object({ ...OrgRef, reservation_id: z.string().min(1) }),
   /** The holders of open reservations whose names start with `prefix` (`chat/`), at most 1,000. */
   listReservationHolders: z.object({ prefix: z.string().min(1).max(200) }),

@@ -269,7 +269,8 @@ export class CommandHandler {
           outcome.events.forEach((e, j) => toAppend.push({ id: ids[j]!, type: e.type, data: e.data, metadata }));
         });
         // Those answered once decided are answered now. A retry decides them again and stores what it decides;
-        // their callers keep the first answer (a promise settles once).
+        // their callers keep the first answer (a promise settles once). They resume only after the append
+        // below is queued, so whatever they append next is queued behind it (chat's exchange, behind a capture).
         answerDecided(pending, outcomes);
         const appending = toAppend.length > 0 ? this.store.appendToStream(streamName, toAppend, { expectedRevision: revision }) : undefined;
         if (appending && pending.some((p) => p.early)) this.storingAhead(appending);

@@ -309,7 +309,12 @@ export class SqliteEventStore implements EventStore {
       .then(
         (outcomes) => this.settle(batch, outcomes, created),
         (error: unknown) => {
-          for (const append of batch) append.reject(error);
+          // What was queued behind a failed commit fails with it rather than commit after it: a caller answered
+          // on an earlier append's decision (a capture answered once decided) never has its next append (the
+          // session's exchange) stored without it. Whatever succeeds was queued after every earlier failure.
+          const behind = this.pending;
+          this.pending = [];
+          for (const append of [...batch, ...behind]) append.reject(error);
         },
       )
       .finally(() => {

@@ -149,6 +149,18 @@ describe('CommandHandler', () => {
       expect(await store.readStream('counter-1')).toHaveLength(2);
     });
 
+    it("queues its append before its caller resumes, so that the caller's next append is stored behind it", async () => {
+      const handler = new CommandHandler(store);
+      const order: string[] = [];
+      const appendToStream = store.appendToStream.bind(store);
+      vi.spyOn(store, 'appendToStream').mockImplementation((streamName, ...rest) => (order.push(`append ${streamName}`), appendToStream(streamName, ...rest)));
+
+      await handler.handle('counter-1', counter, { type: 'Increment', max: 10 }, undefined, { answerWhenDecided: true });
+      order.push('caller resumes');
+
+      expect(order).toEqual(['append counter-1', 'caller resumes']);
+    });
+
     it('refuses at once', async () => {
       const handler = new CommandHandler(store);
       heldAppends();

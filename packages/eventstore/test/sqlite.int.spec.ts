@@ -238,6 +238,23 @@ describe('sqlite event store on a file', () => {
       expect(await store.readStream('bad')).toEqual([]);
     });
 
+    it('fails what was queued behind a failed commit with it rather than commit it afterwards', async () => {
+      const store = openStore(newFile());
+      // A commit that fails as a full or failing disk would: inserting an event of type Boom aborts it.
+      store.db.exec("CREATE TRIGGER boom BEFORE INSERT ON events WHEN NEW.type = 'Boom' BEGIN SELECT RAISE(ABORT, 'boom'); END");
+
+      const failing = store.appendToStream('capture', [{ type: 'Boom', data: {} }], { expectedRevision: 'no_stream' });
+      // The next turn: that append's commit is under way, so this one waits for the commit after it.
+      await new Promise((resolve) => setImmediate(resolve));
+      const behind = store.appendToStream('exchange', [{ type: 'A', data: {} }], { expectedRevision: 'no_stream' });
+
+      await expect(failing).rejects.toThrow('boom');
+      await expect(behind).rejects.toThrow('boom');
+      expect(await store.readStream('exchange')).toEqual([]);
+      await store.appendToStream('later', [{ type: 'A', data: {} }], { expectedRevision: 'no_stream' });
+      expect(await store.readStream('later')).toHaveLength(1);
+    });
+
     it('hands a live subscription what one turn appended as one batch', async () => {
       const store = openStore(':memory:', { pollIntervalMs: 3_600_000 });
       const batches: number[] = [];

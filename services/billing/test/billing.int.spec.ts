@@ -72,6 +72,9 @@ describe('billing: a reservation answered once decided', () => {
   /** 0.40 USD reserved for chat, asking to be answered once decided. */
   const reserveAhead = (client: ServiceClient, org_id: string) =>
     client.request(Subjects.billing.reserveFunds, { org_id, reservation_id: 'r1', amount_micros: 400_000, description: 'chat', answer_when_decided: true });
+  /** 0.25 USD of it captured, asking the same. */
+  const captureAhead = (client: ServiceClient, org_id: string) =>
+    client.request(Subjects.billing.captureReservation, { org_id, reservation_id: 'r1', amount_micros: 250_000, answer_when_decided: true });
 
   it('answers before it is stored where its callers share its process; a balance read after shows it held', async () => {
     const billing = await startBilling(undefined, { callersInProcess: true });
@@ -87,6 +90,25 @@ describe('billing: a reservation answered once decided', () => {
       appends.open();
       expect(await balance).toMatchObject({ ok: true, data: { available: 0.6, reserved: 0.4 } });
       expect((await billing.store.readStream(accountStream(org_id))).map((e) => e.type)).toContain('FundsReserved');
+    } finally {
+      await billing.close();
+    }
+  });
+
+  it('answers a capture that asks once decided too; a balance read after shows it charged', async () => {
+    const billing = await startBilling(undefined, { callersInProcess: true });
+    try {
+      const org_id = await orgWithCredit(billing.client, 1_000_000);
+      expect((await reserveAhead(billing.client, org_id)).ok).toBe(true);
+      const appends = holdAppends(billing.store);
+
+      const captured = captureAhead(billing.client, org_id);
+      expect(await settledWithin(captured, 1_000)).toBe(true);
+      expect((await captured).ok).toBe(true);
+      const balance = billing.client.request(Subjects.billing.getBalance, { org_id });
+      expect(await settledWithin(balance, 50)).toBe(false);
+      appends.open();
+      expect(await balance).toMatchObject({ ok: true, data: { available: 0.75, reserved: 0 } });
     } finally {
       await billing.close();
     }
@@ -124,6 +146,12 @@ describe('billing: a reservation answered once decided', () => {
       expect(await settledWithin(reserved, 200)).toBe(false);
       appends.open();
       expect((await reserved).ok).toBe(true);
+
+      const held = holdAppends(billing.store);
+      const captured = captureAhead(billing.client, org_id);
+      expect(await settledWithin(captured, 200)).toBe(false);
+      held.open();
+      expect((await captured).ok).toBe(true);
     } finally {
       await billing.close();
     }

@@ -1,5 +1,10 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { SqliteEventStore } from '@oc/eventstore';
+import { ABANDONED_SWEEP_MS } from '../../chat/src/app';
 import { type FakeUpstream, startFakeUpstream } from '../../chat/test/fake-upstream';
 import { clientFor } from './client';
 import { conformingSdkFetch } from './conformance';
@@ -632,5 +637,36 @@ describe.each(modes)('chat with an OpenAI-compatible upstream (%s)', (_mode, sta
     const res = await api.call('POST', '/v1/chat/completions', { token: key, body: { model: 'chat-2', messages: [{ role: 'user', content: 'Hi' }] } });
     expect(res.status).toBe(200);
     expect(upstream.requests).toEqual([]);
+  });
+});
+
+describe('a charge that cannot be stored (embedded)', () => {
+  it('keeps no exchange without it: the caller gets an error, and the sweep releases the funds held', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'oc-capture-fails-'));
+    const service = await embedded({ DATA_DIR: dataDir });
+    // A connection of the test's own to the service's event log; it never appends.
+    const events = new SqliteEventStore({ filename: join(dataDir, 'events.sqlite'), readOnly: true });
+    try {
+      const api = clientFor(service);
+      const { key } = await api.newCustomer({ credit: 10, scopes: ['chat:read', 'chat:write'] });
+      // The capture's commit fails as a failing disk would; the session's exchange is queued right behind it.
+      events.db.exec("CREATE TRIGGER capture_fails BEFORE INSERT ON events WHEN NEW.type = 'ReservationCaptured' BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END");
+
+      const res = await api.call('POST', '/v1/chat/completions', { token: key, body: { model: 'chat-2', messages: [{ role: 'user', content: 'Hi' }] } });
+
+      expect(res.status).toBe(500);
+      expect(res.body.error).toMatchObject({ type: 'api_error', code: 'internal_error' });
+      expect((await api.call('GET', '/v1/chat/completions', { token: key })).body.data).toEqual([]);
+      events.db.exec('DROP TRIGGER capture_fails');
+      service.clock!.advance(ABANDONED_SWEEP_MS);
+      await vi.waitFor(async () => {
+        const balance = (await api.call('GET', '/v1/account/balance', { token: key })).body;
+        expect(balance).toMatchObject({ available: 10, reserved: 0 });
+      });
+    } finally {
+      await events.close();
+      await service.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 });

@@ -201,12 +201,11 @@ export class BillingService {
   }
 
   async captureReservation(m: BillingMessage<'captureReservation'>) {
-    await this.account({
-      type: 'CaptureReservation',
-      orgId: m.org_id,
-      reservationId: m.reservation_id,
-      amountMicros: m.amount_micros,
-    });
+    await this.account(
+      { type: 'CaptureReservation', orgId: m.org_id, reservationId: m.reservation_id, amountMicros: m.amount_micros },
+      undefined,
+      { answerWhenDecided: m.answer_when_decided === true && this.deps.callersInProcess === true },
+    );
     return { reservation_id: m.reservation_id };
   }
 

@@ -10,7 +10,7 @@ export function billingFunds(client: ServiceClient): Funds {
       unwrap(await client.request(Subjects.billing.reserveFunds, reservation));
     },
     async capture(org_id, reservation_id, amount_micros) {
-      unwrap(await client.request(Subjects.billing.captureReservation, { org_id, reservation_id, amount_micros }));
+      unwrap(await client.request(Subjects.billing.captureReservation, { org_id, reservation_id, amount_micros, answer_when_decided: true }));
     },
     async release(org_id, reservation_id) {
       unwrap(await client.request(Subjects.billing.releaseReservation, { org_id, reservation_id }));

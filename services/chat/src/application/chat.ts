@@ -381,7 +381,9 @@ export class ChatService {
   /**
    * Generates every choice, then charges exactly the usage (capped at the reservation). A cancelled
    * call is charged for what was generated; a failed one is not charged at all. `record` (the session's
-   * exchange) is stored once the charge is, and before the caller is answered: no exchange is kept unpaid.
+   * exchange) is appended once billing has decided the charge, behind the capture in the event store's queue
+   * (the same group commit, or a later one), and stored before the caller is answered: no exchange is kept
+   * unpaid. Where billing runs in another process, the capture is answered once stored, as before.
    */
   private async run(job: Job, sink: Sink, cancel: AbortSignal | undefined, record: (outcome: Outcome) => Promise<void>): Promise<Outcome> {
     let outcome: Outcome;
@@ -399,17 +401,21 @@ export class ChatService {
       clearTimeout(deadline);
       cancel?.removeEventListener('abort', onCancel);
     }
-    if (this.charged(job)) {
-      const charged = chargeMicros(outcome.usage, this.deps.pricing.microsPer1kTokens, job.reservedMicros);
-      try {
-        await this.deps.funds.capture(job.caller.org_id, job.id, charged);
-      } catch (error) {
-        // The client is answered with this error and no exchange is recorded, so the sweep releases it.
-        this.stranded.set(job.id, job.caller.org_id);
-        throw error;
-      }
+    if (!this.charged(job)) {
+      await record(outcome);
+      return outcome;
     }
-    await record(outcome);
+    const charged = chargeMicros(outcome.usage, this.deps.pricing.microsPer1kTokens, job.reservedMicros);
+    try {
+      await this.deps.funds.capture(job.caller.org_id, job.id, charged);
+      await record(outcome);
+    } catch (error) {
+      // The client is answered with this error. Where the capture was stored, the sweep's release finds the
+      // reservation settled and does nothing; where it was not (refused, or lost with a failed commit, which
+      // fails the exchange queued behind it too), the sweep releases it.
+      this.stranded.set(job.id, job.caller.org_id);
+      throw error;
+    }
     return outcome;
   }
 
