@@ -309,9 +309,9 @@ export class SqliteEventStore implements EventStore {
       .then(
         (outcomes) => this.settle(batch, outcomes, created),
         (error: unknown) => {
-          // What was queued behind a failed commit fails with it rather than commit after it: a caller answered
-          // on an earlier append's decision (a capture answered once decided) never has its next append (the
-          // session's exchange) stored without it. Whatever succeeds was queued after every earlier failure.
+          // What was queued behind a failed commit fails with it rather than commit after it, so a stored append
+          // never had a failed one ahead of it: a caller answered on an earlier append's decision (a capture
+          // answered once decided) never has its next append (the session's exchange) stored without it.
           const behind = this.pending;
           this.pending = [];
           for (const append of [...batch, ...behind]) append.reject(error);
