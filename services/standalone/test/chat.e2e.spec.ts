@@ -1,5 +1,3 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -642,10 +640,9 @@ describe.each(modes)('chat with an OpenAI-compatible upstream (%s)', (_mode, sta
 
 describe('a charge that cannot be stored (embedded)', () => {
   it('keeps no exchange without it: the caller gets an error, and the sweep releases the funds held', async () => {
-    const dataDir = await mkdtemp(join(tmpdir(), 'oc-capture-fails-'));
-    const service = await embedded({ DATA_DIR: dataDir });
+    const service = await embedded();
     // A connection of the test's own to the service's event log; it never appends.
-    const events = new SqliteEventStore({ filename: join(dataDir, 'events.sqlite'), readOnly: true });
+    const events = new SqliteEventStore({ filename: join(service.dataDir!, 'events.sqlite'), readOnly: true });
     try {
       const api = clientFor(service);
       const { key } = await api.newCustomer({ credit: 10, scopes: ['chat:read', 'chat:write'] });
@@ -666,7 +663,6 @@ describe('a charge that cannot be stored (embedded)', () => {
     } finally {
       await events.close();
       await service.stop();
-      await rm(dataDir, { recursive: true, force: true });
     }
   });
 });

@@ -22,7 +22,7 @@ export interface RunningService {
   mode: 'embedded' | 'distributed';
   url: string;
   adminToken: string;
-  /** Distributed only: the directory under which each service keeps its data. */
+  /** Where the service keeps its data: embedded, its DATA_DIR; distributed, the directory under which each service keeps its own. */
   dataDir?: string;
   /** Distributed only: the run's NATS_PREFIX, for a test that publishes to the deployment's NATS itself. */
   natsPrefix?: string;
@@ -45,6 +45,7 @@ export const embedded: Starter = async (env = {}) => {
   const service: RunningService = {
     mode: 'embedded',
     url: app.url,
+    dataDir: config.DATA_DIR,
     adminToken: ADMIN_TOKEN,
     clock,
     async restart() {
