@@ -325,22 +325,30 @@ export class SqliteEventStore implements EventStore {
   }
 
   private settle(batch: PendingAppend[], outcomes: CommitOutcome[], created: number): void {
-    const rows: EventRow[] = [];
+    // Only the events a poll has not handed over already (one may have run between the commit and this answer),
+    // and only built when a live feed takes them.
+    const wanted = this.live.size > 0;
+    const fresh: StoredEvent[] = [];
+    let first = 0;
+    let last = 0;
     outcomes.forEach((outcome, i) => {
-      const append = batch[i]!;
       if ('conflict' in outcome) return;
-      append.rows.forEach((row, n) =>
-        rows.push({ ...row, stream: append.streamName, revision: outcome.firstRevision + n, position: outcome.firstPosition + n, created }),
-      );
+      const { rows, streamName } = batch[i]!;
+      rows.forEach((row, n) => {
+        const position = outcome.firstPosition + n;
+        if (position <= this.head) return;
+        if (first === 0) first = position;
+        last = position;
+        if (!wanted) return;
+        const { id, type, data, metadata } = row;
+        const revision = outcome.firstRevision + n;
+        fresh.push({ id, type, data: JSON.parse(data), metadata: JSON.parse(metadata), streamName, revision, position, created });
+      });
     });
-    // A poll that ran between the commit and this answer has handed these over already.
-    const fresh = rows.filter((row) => row.position > this.head);
-    if (fresh.length > 0) {
+    if (last > 0) {
       // Another process may have committed just before us: its events come first.
-      if (this.live.size > 0 && fresh[0]!.position !== this.head + 1) {
-        this.publish(this.selectBetween.all(this.head, fresh[0]!.position).map(toStored));
-      }
-      this.publish(this.live.size > 0 ? fresh.map(toStored) : [], fresh.at(-1)!.position);
+      if (wanted && first !== this.head + 1) this.publish(this.selectBetween.all(this.head, first).map(toStored));
+      this.publish(fresh, last);
     }
     outcomes.forEach((outcome, i) => {
       const append = batch[i]!;
