@@ -35,7 +35,15 @@ export function documentProjection<T extends Document>(p: {
   /** `null` when this event concerns no document of the collection. */
   documentId(event: StoredEvent): string | null;
   evolve(doc: T | null, event: StoredEvent): T | null;
+  /**
+   * The event types that start a document (the first event of a stream with a fresh id): `evolve` makes it from
+   * `null`, and it is `create`d without first reading whether the store holds it (a read that finds nothing,
+   * once per new chat session otherwise). Only for documents never deleted: a created document deleted within
+   * the same batch is not written at all, which a replay onto a store that already holds it must not meet.
+   */
+  startedBy?: readonly string[];
 }): Projection {
+  const starts = new Set(p.startedBy);
   return {
     name: p.name,
     canHandle: p.canHandle,
@@ -43,11 +51,12 @@ export function documentProjection<T extends Document>(p: {
       const id = p.documentId(event);
       if (id === null) return;
       const collection = ctx.collection<T>(p.collection);
-      const next = p.evolve(await collection.get(id), event);
-      if (next === null) return collection.delete(id);
+      const started = starts.has(event.type);
+      const next = p.evolve(started ? null : await collection.get(id), event);
+      if (next === null) return started ? undefined : collection.delete(id);
       // A different _id would silently leave the old document behind and create a second one.
       if (next._id !== id) throw new Error(`${p.name}: evolve returned _id ${next._id} for document ${id}`);
-      await collection.put(next);
+      await (started ? collection.create(next) : collection.put(next));
     },
   };
 }

@@ -123,6 +123,35 @@ describe('ProjectionRunner', () => {
     expect(await cart()).toBeNull();
   });
 
+  it("reads nothing from the store for the event that starts a document, and evolves it from there", async () => {
+    const journals = documentProjection<Cart>({
+      name: 'journals',
+      collection: 'carts',
+      canHandle: ['CartOpened', 'ItemAdded'],
+      documentId: (event) => (event.data as { cartId: string }).cartId,
+      evolve: (cart, event) => {
+        const data = event.data as { cartId: string; item?: string };
+        return event.type === 'CartOpened' ? { _id: data.cartId, items: [] } : cart && { ...cart, items: [...cart.items, data.item!] };
+      },
+      startedBy: ['CartOpened'],
+    });
+    const readModels = new SqliteReadModelStore({ filename: ':memory:' });
+    const loaded: string[] = [];
+    const loadDocument = readModels.loadDocument.bind(readModels);
+    readModels.loadDocument = (collection, id) => (loaded.push(id), loadDocument(collection, id));
+    const { runner, append } = given([journals], { readModels });
+    await runner.start();
+
+    await runner.waitFor(await append('CartOpened', { cartId: 'c1' }));
+    expect(loaded).toEqual([]);
+    await runner.waitFor(await append('CartOpened', { cartId: 'c2' }));
+    await runner.waitFor(await append('ItemAdded', { cartId: 'c1', item: 'tea' }));
+
+    expect(await readModels.collection('carts').findOne({ _id: 'c1' })).toEqual({ _id: 'c1', items: ['tea'] });
+    expect(await readModels.collection('carts').findOne({ _id: 'c2' })).toEqual({ _id: 'c2', items: [] });
+    expect(loaded).toEqual([]);
+  });
+
   it('writes nothing for a document made and deleted within one batch, and deletes one stored before', async () => {
     const readModels = new SqliteReadModelStore({ filename: ':memory:' });
     const commits: ProjectionCommit[] = [];

@@ -11,6 +11,7 @@ export const sessionsProjection = documentProjection<ChatSessionDoc>({
   collection: ChatCollections.sessions,
   canHandle: ['ChatSessionStarted', 'ChatExchangeRecorded'],
   documentId: (event) => (event.data as { session_id: string }).session_id,
+  startedBy: ['ChatSessionStarted'],
   evolve(doc, stored) {
     const event = stored as Stored;
     switch (event.type) {
