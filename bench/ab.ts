@@ -5,8 +5,8 @@
  * per round each side's completions and CPU per completion, and B/A.
  *
  * Why at once: this host's speed swings by a quarter from one minute to the next, so runs one after the other
- * (`pnpm bench:profile`, alternating) could not tell a 5% change from nothing: eight alternating pairs of one
- * and the same build gave a median B/A of 1.08. Run side by side, both meet the same swings; the same build
+ * (`pnpm bench:profile`, alternating) could not tell a 5% change from nothing: eight alternating pairs running
+ * the same code gave a median B/A of 1.08. Run side by side, both meet the same swings; the same build
  * against itself gives 0.96–1.06 per round (median 1.01). Each side gets about half the machine, so this
  * compares work per request, not the figures `pnpm bench` reports. Not for changes of thread priority: a
  * side's priority takes CPU from the other.
