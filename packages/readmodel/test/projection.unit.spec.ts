@@ -123,7 +123,7 @@ describe('ProjectionRunner', () => {
     expect(await cart()).toBeNull();
   });
 
-  it("reads nothing from the store for the event that starts a document, and evolves it from there", async () => {
+  it('reads nothing from the store for the event that starts a document, and evolves it from there', async () => {
     const journals = documentProjection<Cart>({
       name: 'journals',
       collection: 'carts',
