@@ -11,18 +11,17 @@
  * compares work per request, not the figures `pnpm bench` reports. Not for changes of thread priority: a
  * side's priority takes CPU from the other.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { FULL } from './measure';
-import { Processes, ROOT, untilOk } from './processes';
+import { processCpu, Processes, ROOT } from './processes';
 import { CHAT } from './sections';
 import { createTenants } from './setup';
-import { ADMIN_TOKEN, START_FLAGS } from './targets/ours';
-import { freePort, startScriptTarget } from './targets/start';
+import { ADMIN_TOKEN, startEmbedded } from './targets/ours';
+import { startScriptTarget } from './targets/start';
 
 const { values } = parseArgs({
   options: {
@@ -36,37 +35,13 @@ const { values } = parseArgs({
   },
 });
 
-/** CPU seconds (user + system) of all of a process's threads, from /proc. */
-function processCpu(pid: number): number {
-  let ticks = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    ticks += Number(fields[11]) + Number(fields[12]);
-  }
-  return ticks / 100;
-}
-
 const runDir = await mkdtemp(join(tmpdir(), 'oc-ab-'));
 const processes = new Processes(runDir);
 try {
   const upstream = await startScriptTarget(processes, 'upstream', 'bench/targets/upstream.ts');
   const start = async (name: string, root: string, flags: string[]) => {
-    const port = await freePort();
-    const child = processes.node(name, [...START_FLAGS, ...flags, join(resolve(root), 'services/standalone/dist/main.js')], {
-      LOG_LEVEL: 'warn',
-      CHAT_UPSTREAM: 'openai',
-      CHAT_UPSTREAM_BASE_URL: `${upstream.origin}/v1`,
-      CHAT_UPSTREAM_API_KEY: 'x',
-      SIM_VIDEO_DURATION_MS: '0',
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      DATA_DIR: join(runDir, name),
-      ADMIN_TOKEN,
-    });
-    const origin = `http://127.0.0.1:${port}`;
-    await untilOk(child, `${origin}/readyz`, performance.now(), 60_000);
-    return { name, origin, pid: child.process.pid!, tenants: await createTenants(origin, ADMIN_TOKEN, 64) };
+    const ours = await startEmbedded(processes, { name, dataDir: join(runDir, name), upstreamOrigin: upstream.origin, root: resolve(root), flags });
+    return { name, origin: ours.origin, pid: ours.children[0]!.process.pid!, tenants: await createTenants(ours.origin, ADMIN_TOKEN, 64) };
   };
   const sides = [await start('a', values.a, []), await start('b', values.b, values['b-flags'].split(' ').filter(Boolean))];
   await processes.quiet(FULL.startupWorkMaxMs);

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -178,3 +178,19 @@ export async function residentMb(pid: number | undefined): Promise<number> {
   const kb = /VmRSS:\s+(\d+) kB/.exec(status)?.[1];
   return kb === undefined ? Number.NaN : Number(kb) / 1024;
 }
+
+/** CPU seconds (user + system) of each thread of a process, by thread id and name, from /proc (Linux only). */
+export function threadCpu(pid: number): Map<string, number> {
+  const seconds = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime, in clock ticks of 10 ms.
+    seconds.set(`${tid} ${name}`, (Number(fields[11]) + Number(fields[12])) / 100);
+  }
+  return seconds;
+}
+
+/** CPU seconds of all of a process's threads. */
+export const processCpu = (pid: number) => [...threadCpu(pid).values()].reduce((a, b) => a + b, 0);

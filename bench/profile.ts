@@ -6,18 +6,18 @@
  * every thread of ours writes a V8 CPU profile to DIR. `--root` runs another checkout's build (a base to
  * compare with). Not a comparison with the reference servers: that is `pnpm bench`.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { FULL } from './measure';
-import { Processes, ROOT, untilOk } from './processes';
+import { processCpu, Processes, ROOT, threadCpu } from './processes';
 import { CHAT } from './sections';
 import { createTenants } from './setup';
-import { ADMIN_TOKEN, START_FLAGS } from './targets/ours';
-import { freePort, startScriptTarget } from './targets/start';
+import { ADMIN_TOKEN, startEmbedded } from './targets/ours';
+import { startScriptTarget } from './targets/start';
 
 const { values } = parseArgs({
   options: {
@@ -36,39 +36,18 @@ const { values } = parseArgs({
 const PATHS = ['chat', 'stream', 'get', 'health'];
 if (!PATHS.includes(values.path)) throw new Error(`--path takes ${PATHS.join(', ')}`);
 
-/** CPU seconds (user + system) of each thread of a process, by thread id and name, from /proc. */
-function threadCpu(pid: number): Map<string, number> {
-  const ticks = new Map<string, number>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime, in clock ticks of 10 ms.
-    ticks.set(`${tid} ${name}`, (Number(fields[11]) + Number(fields[12])) / 100);
-  }
-  return ticks;
-}
-const processCpu = (pid: number) => [...threadCpu(pid).values()].reduce((a, b) => a + b, 0);
-
 const runDir = await mkdtemp(join(tmpdir(), 'oc-profile-'));
 const processes = new Processes(runDir);
 try {
   const upstream = await startScriptTarget(processes, 'upstream', 'bench/targets/upstream.ts');
-  const port = await freePort();
-  const flags = [...START_FLAGS, ...values['node-flags'].split(' ').filter(Boolean), ...(values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${resolve(values['cpu-prof'])}`] : [])];
-  const ours = processes.node('ours', [...flags, join(resolve(values.root), 'services/standalone/dist/main.js')], {
-    LOG_LEVEL: 'warn',
-    CHAT_UPSTREAM: 'openai',
-    CHAT_UPSTREAM_BASE_URL: `${upstream.origin}/v1`,
-    CHAT_UPSTREAM_API_KEY: 'x',
-    SIM_VIDEO_DURATION_MS: '0',
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    DATA_DIR: join(runDir, 'data'),
-    ADMIN_TOKEN,
+  const ours = await startEmbedded(processes, {
+    name: 'ours',
+    dataDir: join(runDir, 'data'),
+    upstreamOrigin: upstream.origin,
+    root: resolve(values.root),
+    flags: [...values['node-flags'].split(' ').filter(Boolean), ...(values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${resolve(values['cpu-prof'])}`] : [])],
   });
-  const origin = `http://127.0.0.1:${port}`;
-  await untilOk(ours, `${origin}/readyz`, performance.now(), 60_000);
+  const { origin } = ours;
   const tenants = await createTenants(origin, ADMIN_TOKEN, Number(values.tenants));
   await processes.quiet(FULL.startupWorkMaxMs);
 
@@ -95,7 +74,7 @@ try {
     await run(Number(values.before));
     await processes.quiet(FULL.settleMaxMs);
   }
-  const oursPid = ours.process.pid!;
+  const oursPid = ours.children[0]!.process.pid!;
   const upstreamPid = upstream.children[0]!.process.pid!;
   const before = { threads: threadCpu(oursPid), upstream: processCpu(upstreamPid), load: process.cpuUsage() };
   const result = await run(Number(values.seconds));

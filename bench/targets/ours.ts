@@ -40,10 +40,19 @@ const serviceEnv = (upstreamOrigin: string) => ({
 
 export async function startEmbedded(
   processes: Processes,
-  options: { name: string; dataDir: string; upstreamOrigin: string; readyTimeoutMs?: number },
+  options: {
+    name: string;
+    dataDir: string;
+    upstreamOrigin: string;
+    readyTimeoutMs?: number;
+    /** Another checkout's build (a base to compare with); this one's by default. */
+    root?: string;
+    /** Node flags beside `pnpm start`'s (`--cpu-prof`, `--max-semi-space-size=32`). */
+    flags?: string[];
+  },
 ): Promise<OursTarget> {
   const port = await freePort();
-  const built = join(ROOT, 'services/standalone/dist/main.js');
+  const built = join(options.root ?? ROOT, 'services/standalone/dist/main.js');
   const env = {
     ...serviceEnv(options.upstreamOrigin),
     PORT: String(port),
@@ -53,7 +62,7 @@ export async function startEmbedded(
   };
   const started = performance.now();
   const child = existsSync(built)
-    ? processes.node(options.name, [...START_FLAGS, built], env)
+    ? processes.node(options.name, [...START_FLAGS, ...(options.flags ?? []), built], env)
     : processes.tsx(options.name, 'services/standalone/src/main.ts', env);
   const origin = `http://127.0.0.1:${port}`;
   const startupMs = await untilOk(child, `${origin}/readyz`, started, options.readyTimeoutMs ?? READY_TIMEOUT_MS);

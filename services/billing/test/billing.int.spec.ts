@@ -58,8 +58,9 @@ async function orgWithCredit(bus: ServiceClient, micros: number) {
 }
 
 describe('billing: a reservation answered once decided', () => {
+  type Billing = Awaited<ReturnType<typeof startBilling>>;
   /** Holds every append to the event store until `open()`. */
-  function holdAppends(store: Awaited<ReturnType<typeof startBilling>>['store']) {
+  function holdAppends(store: Billing['store']) {
     let open!: () => void;
     const opened = new Promise<void>((resolve) => (open = resolve));
     const append = store.appendToStream.bind(store);
@@ -75,20 +76,27 @@ describe('billing: a reservation answered once decided', () => {
   /** 0.25 USD of it captured, asking the same. */
   const captureAhead = (client: ServiceClient, org_id: string) =>
     client.request(Subjects.billing.captureReservation, { org_id, reservation_id: 'r1', amount_micros: 250_000, answer_when_decided: true });
+  /**
+   * `command` is answered (ok) while its append is held; a balance asked for after it waits until the append is
+   * let through, then shows `balance`.
+   */
+  async function answeredBeforeStored(billing: Billing, org_id: string, command: () => Promise<Reply<unknown>>, balance: object) {
+    const appends = holdAppends(billing.store);
+    const answered = command();
+    expect(await settledWithin(answered, 1_000)).toBe(true);
+    expect((await answered).ok).toBe(true);
+    const read = billing.client.request(Subjects.billing.getBalance, { org_id });
+    expect(await settledWithin(read, 50)).toBe(false);
+    appends.open();
+    expect(await read).toMatchObject({ ok: true, data: balance });
+  }
 
   it('answers before it is stored where its callers share its process; a balance read after shows it held', async () => {
     const billing = await startBilling(undefined, { callersInProcess: true });
     try {
       const org_id = await orgWithCredit(billing.client, 1_000_000);
-      const appends = holdAppends(billing.store);
 
-      const reserved = reserveAhead(billing.client, org_id);
-      expect(await settledWithin(reserved, 1_000)).toBe(true);
-      expect((await reserved).ok).toBe(true);
-      const balance = billing.client.request(Subjects.billing.getBalance, { org_id });
-      expect(await settledWithin(balance, 50)).toBe(false);
-      appends.open();
-      expect(await balance).toMatchObject({ ok: true, data: { available: 0.6, reserved: 0.4 } });
+      await answeredBeforeStored(billing, org_id, () => reserveAhead(billing.client, org_id), { available: 0.6, reserved: 0.4 });
       expect((await billing.store.readStream(accountStream(org_id))).map((e) => e.type)).toContain('FundsReserved');
     } finally {
       await billing.close();
@@ -100,15 +108,8 @@ describe('billing: a reservation answered once decided', () => {
     try {
       const org_id = await orgWithCredit(billing.client, 1_000_000);
       expect((await reserveAhead(billing.client, org_id)).ok).toBe(true);
-      const appends = holdAppends(billing.store);
 
-      const captured = captureAhead(billing.client, org_id);
-      expect(await settledWithin(captured, 1_000)).toBe(true);
-      expect((await captured).ok).toBe(true);
-      const balance = billing.client.request(Subjects.billing.getBalance, { org_id });
-      expect(await settledWithin(balance, 50)).toBe(false);
-      appends.open();
-      expect(await balance).toMatchObject({ ok: true, data: { available: 0.75, reserved: 0 } });
+      await answeredBeforeStored(billing, org_id, () => captureAhead(billing.client, org_id), { available: 0.75, reserved: 0 });
     } finally {
       await billing.close();
     }
