@@ -284,6 +284,31 @@ describe('gateway: malformed input never causes a 5xx', () => {
       expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { code: 'request_too_large' } });
     });
 
+    it('lets a client finish sending a refused body of a few megabytes, then reads its 413 and takes its next request', async () => {
+      const { key } = await newKey({ scopes: ['video:read'] });
+      const half = 'x'.repeat(1024 * 1024);
+      const answers = await new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(new URL(url).port), '127.0.0.1');
+        let answer = '';
+        let refused = false;
+        socket.on('error', reject);
+        socket.on('end', () => resolve(answer));
+        socket.on('data', (chunk) => {
+          answer += chunk;
+          // The 413 came while half the body is still to be sent: send it, then a second request.
+          if (!refused && answer.includes('request_too_large')) {
+            refused = true;
+            socket.write(half, () => socket.end(`GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nConnection: close\r\n\r\n`));
+          }
+        });
+        socket.write(
+          `POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${2 * half.length}\r\n\r\n${half}`,
+        );
+      });
+      expect(answers.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
+      expect(answers).toContain('HTTP/1.1 200 OK');
+    });
+
     it.each([
       ['a URL over 16 KiB', `GET /v1/${'a'.repeat(17_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, 'request_header_fields_too_large'],
       ['a control character in a header', 'GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Note: a\u0001b\r\n\r\n', 400, 'malformed_request'],

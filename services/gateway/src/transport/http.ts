@@ -37,6 +37,8 @@ import { compile, type Match, match, type Route, type RouteContext } from './rou
 
 /** Bodies over this size are refused with 413 before they are read further. */
 export const MAX_BODY_BYTES = 1024 * 1024;
+/** A refused body declared up to this size is read and dropped before the connection is reused or closed. */
+const MAX_DRAINED_BODY_BYTES = 8 * MAX_BODY_BYTES;
 
 export interface GatewayDeps {
   services: ServiceClient;
@@ -268,9 +270,11 @@ async function readJsonBody(req: IncomingMessage & { body?: unknown }, res: Serv
   const chunked = req.headers['transfer-encoding'] !== undefined;
   if (length === 0 && !chunked) return {};
   if (length > MAX_BODY_BYTES) {
-    // Refused before reading: body-parser would first read (or wait for) the whole declared body. The rest of
-    // it is never read, so the connection cannot carry another request.
-    res.setHeader('Connection', 'close');
+    // Refused before reading: body-parser would first read (or wait for) the whole declared body. Node then
+    // reads the rest and drops it, so a client still sending gets to read this answer rather than a broken pipe
+    // (`fetch` fails with EPIPE when the connection closes under its upload). A body declared larger than that
+    // is not worth reading: its connection is closed at once.
+    if (length > MAX_DRAINED_BODY_BYTES) res.setHeader('Connection', 'close');
     throw tooLarge();
   }
   if (!typeIs(req, ['application/json'])) {
