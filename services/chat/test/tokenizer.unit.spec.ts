@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { countTokens } from 'gpt-tokenizer';
 import { describe, expect, it } from 'vitest';
 import { gptTokenizer, OFF_THREAD_CHARS } from '../src/adapters/tokenizer';
@@ -8,6 +9,13 @@ const prose = (chars: number) => {
   for (let i = 0; text.length < chars; i++) text += `${words[(i * 7) % words.length]} `;
   return text;
 };
+
+/** The nice value of each thread of this process (Linux: /proc/self/task/<tid>/stat, field 19). */
+const niceValues = () =>
+  readdirSync('/proc/self/task').map((tid) => {
+    const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+  });
 
 describe('token counting', () => {
   it('counts ordinary text exactly as gpt-tokenizer does, in this thread and in the worker alike', async () => {
@@ -30,5 +38,11 @@ describe('token counting', () => {
     const [count] = await gptTokenizer.measure([letters], 10_000_000);
     expect(count).toBeGreaterThan(100_000);
     expect(gptTokenizer.count(`${'!'.repeat(20_000)} ${' '.repeat(20_000)}x`)).toBeGreaterThan(0);
+  });
+
+  it.runIf(process.platform === 'linux')('counts large texts in a thread of the lowest priority, and only that thread', async () => {
+    await gptTokenizer.measure([prose(OFF_THREAD_CHARS * 2)], 1_000_000);
+    expect(niceValues().filter((nice) => nice === 19)).toHaveLength(1);
+    expect(niceValues()[0]).toBe(0);
   });
 });

@@ -1,6 +1,7 @@
 // Token counting bounded in time, in plain JavaScript so that it runs as a worker thread from the sources
 // (tests, tsx) and from a bundle alike. `tokenizer.ts` counts small texts in its own thread with it, and
 // large ones in a worker, so that one huge prompt never holds up other requests.
+import { setPriority } from 'node:os';
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 
 // Byte-pair merging is quadratic in the length of one pre-token piece, and a run of letters, of spaces or of
@@ -29,6 +30,10 @@ export function countBounded(lib, text, cap) {
 }
 
 if (!isMainThread && workerData?.role === 'oc-token-counter') {
+  // Counting huge prompts is one organization's work that may take a whole core for a second: at the lowest
+  // priority, the threads answering everyone else's requests get the CPU first. On Linux a nice value is a
+  // thread's own (setpriority on "0" is the calling thread); elsewhere it would be the whole process's.
+  if (process.platform === 'linux') setPriority(19);
   const lib = await import('gpt-tokenizer');
   parentPort.on('message', (message) => {
     if (message.kind === 'close') {

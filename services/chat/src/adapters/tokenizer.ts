@@ -18,7 +18,7 @@ const tokenizer = () => (loaded ??= createRequire(import.meta.url)('gpt-tokenize
 /**
  * Texts longer than this (all of one request's together) are counted in a worker thread: about 3 ms of
  * counting here at most, so one organization's huge prompts cannot stall another's requests. The worker is
- * one thread, so such counting never takes more than one core.
+ * one thread at the lowest priority, so such counting never takes more than one core and gives way to requests.
  */
 export const OFF_THREAD_CHARS = 16_384;
 
