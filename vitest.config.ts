@@ -2,6 +2,8 @@ import { defineConfig } from 'vitest/config';
 
 /** End-to-end suites with a latency bound. */
 const TIMED = ['services/standalone/test/fairness.e2e.spec.ts'];
+/** End-to-end suites run the services' bundles; this builds those older than their sources. */
+const BUILD_STALE_BUNDLES = 'services/standalone/test/global-setup.ts';
 
 export default defineConfig({
   test: {
@@ -30,6 +32,7 @@ export default defineConfig({
           name: 'e2e',
           include: ['services/*/test/**/*.e2e.spec.ts'],
           exclude: [...TIMED, '**/node_modules/**'],
+          globalSetup: [BUILD_STALE_BUNDLES],
           fileParallelism: false,
         },
       },
@@ -41,6 +44,7 @@ export default defineConfig({
         test: {
           name: 'timed',
           include: TIMED,
+          globalSetup: [BUILD_STALE_BUNDLES],
           fileParallelism: false,
           sequence: { groupOrder: 1 },
         },
