@@ -202,6 +202,17 @@ describe('chat service', () => {
     expect(provider.requests).toHaveLength(1);
   });
 
+  it('stops a stream cancelled before its upstream call starts: nothing is asked, nothing charged, the stream ends', async () => {
+    await start();
+    provider.hangAfter = 0;
+    const accepted = (await ask('Hello', { stream_to: 'chat.streams.s1' })) as { id: string };
+    // The client leaves as soon as it is answered, before the upstream call (which starts in a later turn).
+    chat.cancelStream('chat.streams.s1');
+    await vi.waitFor(() => expect(frames.at(-1)?.kind).toBe('end'));
+    expect(provider.requests).toHaveLength(0);
+    expect(funds.at(-1)).toEqual(['capture', 'org_1', accepted.id, 0]);
+  });
+
   it('stops a cancelled stream, charges the prompt and the words generated, and still ends the stream', async () => {
     await start();
     provider.hangAfter = 2;

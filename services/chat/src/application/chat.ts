@@ -392,6 +392,8 @@ export class ChatService {
     const deadline = setTimeout(() => stop.abort(), this.deps.lifecycle.deadlineMs);
     const onCancel = () => stop.abort();
     cancel?.addEventListener('abort', onCancel, { once: true });
+    // A stream cancelled (or a process stopping) between its answer and this call: 'abort' has already fired.
+    if (cancel?.aborted) stop.abort();
     try {
       outcome = await this.generate(job, sink, stop.signal);
     } catch (error) {
