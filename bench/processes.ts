@@ -39,7 +39,7 @@ export class Processes {
     return entry;
   }
 
-  /** A TypeScript entry under the repository, run through tsx as the e2e harness runs services. */
+  /** A TypeScript entry under the repository (the load generator, the reference servers), run through tsx. */
   tsx(name: string, entry: string, env: Record<string, string> = {}): Child {
     return this.node(name, ['--import', 'tsx', join(ROOT, entry)], env);
   }

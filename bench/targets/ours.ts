@@ -4,7 +4,8 @@
  * allows, webhooks may reach the loopback receiver, and chat goes to C.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
@@ -22,6 +23,14 @@ export const START_FLAGS = (() => {
   if (flags === undefined) throw new Error('The start script no longer runs services/standalone/dist/main.js with node');
   return flags.trim().split(' ').filter(Boolean);
 })();
+
+/**
+ * Builds the bundles of `services` in the checkout at `root` that are older than its sources, so that a run
+ * measures what its commit says (`pnpm install` builds them all; an edit since would otherwise go unmeasured).
+ */
+function ensureBuilt(root: string, services: string[]) {
+  execFileSync(process.execPath, [join(root, 'scripts/ensure-built.mjs'), ...services.map((s) => `services/${s}`)], { cwd: root, stdio: 'inherit' });
+}
 
 export interface OursTarget extends Target {
   dataDir: string;
@@ -51,8 +60,10 @@ export async function startEmbedded(
     flags?: string[];
   },
 ): Promise<OursTarget> {
+  const root = options.root ?? ROOT;
+  ensureBuilt(root, ['standalone']);
   const port = await freePort();
-  const built = join(options.root ?? ROOT, 'services/standalone/dist/main.js');
+  const built = join(root, 'services/standalone/dist/main.js');
   const env = {
     ...serviceEnv(options.upstreamOrigin),
     PORT: String(port),
@@ -61,9 +72,7 @@ export async function startEmbedded(
     ADMIN_TOKEN,
   };
   const started = performance.now();
-  const child = existsSync(built)
-    ? processes.node(options.name, [...START_FLAGS, ...(options.flags ?? []), built], env)
-    : processes.tsx(options.name, 'services/standalone/src/main.ts', env);
+  const child = processes.node(options.name, [...START_FLAGS, ...(options.flags ?? []), built], env);
   const origin = `http://127.0.0.1:${port}`;
   const startupMs = await untilOk(child, `${origin}/readyz`, started, options.readyTimeoutMs ?? READY_TIMEOUT_MS);
   return { name: options.name, origin, children: [child], startupMs, dataDir: options.dataDir };
@@ -81,14 +90,10 @@ export async function startDistributed(
   const prefix = `bench${randomBytes(4).toString('hex')}`;
   processes.atStop(() => deleteEventsStream(options.natsUrl, prefix));
   const common = { ...serviceEnv(options.upstreamOrigin), NATS_URL: options.natsUrl, NATS_PREFIX: prefix };
-  // Each service's built bundle, as it is deployed; its sources through tsx when it has not been built.
-  const service = (name: string, env: Record<string, string>): Child => {
-    const built = join(ROOT, `services/${name}/dist/main.js`);
-    const childEnv = { ...common, DATA_DIR: join(options.dataDir, name), ...env };
-    return existsSync(built)
-      ? processes.node(`${options.name}-${name}`, [built], childEnv)
-      : processes.tsx(`${options.name}-${name}`, `services/${name}/src/main.ts`, childEnv);
-  };
+  // Each service's built bundle, as it is deployed.
+  ensureBuilt(ROOT, ['gateway', 'billing', 'chat', 'video', 'webhook']);
+  const service = (name: string, env: Record<string, string>): Child =>
+    processes.node(`${options.name}-${name}`, [join(ROOT, `services/${name}/dist/main.js`)], { ...common, DATA_DIR: join(options.dataDir, name), ...env });
   const started = performance.now();
   const children = [
     service('billing', {}),
