@@ -352,7 +352,7 @@ export async function replicated(env: Record<string, string> = {}, options: { re
       await start();
     },
     async kill(name) {
-      const pid = await replicaPid(dataDir, name);
+      const pid = await replicaPid(dataDir, name, script!.pid!);
       if (pid === undefined) throw new Error(`no process ${name}`);
       process.kill(pid, 'SIGKILL');
       await vi.waitFor(() => expect(output).toContain(`[start:distributed] ${name} stopped (SIGKILL)`), { timeout: 10_000, interval: 20 });
@@ -369,13 +369,19 @@ export async function replicated(env: Record<string, string> = {}, options: { re
   return service;
 }
 
-/** The process of this run (its DATA_DIR) running as `replica` (`video-1`): read from /proc (Linux). */
-async function replicaPid(dataDir: string, replica: string): Promise<number | undefined> {
+/**
+ * The process of this run (its DATA_DIR) running as `replica` (`video-1`), read from /proc (Linux): the one that
+ * `start:distributed` (`parent`) started. Its own children (video's ffmpeg helper) share its environment, and
+ * with pids wrapping at 32,768 over a test run, a helper may come first in /proc.
+ */
+async function replicaPid(dataDir: string, replica: string, parent: number): Promise<number | undefined> {
   const { readdir, readFile } = await import('node:fs/promises');
   const service = replica.replace(/-\d+$/, '');
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
+      const stat = await readFile(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== parent) continue;
       const environ = (await readFile(`/proc/${entry}/environ`, 'utf8')).split('\0');
       if (environ.includes(`REPLICA_ID=${replica}`) && environ.includes(`DATA_DIR=${join(dataDir, service)}`)) return Number(entry);
     } catch {
