@@ -1,3 +1,4 @@
+import { loadavg } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clientFor } from './client';
@@ -93,6 +94,8 @@ describe('fairness: one organization at its limits cannot stall another', () => 
     }
     // The median round: a service that stalls others does so in every round, while a stall of the machine
     // (another test file's burst on a two-core CI runner, once 495 ms) falls in one window and moves one round.
-    expect(percentile(added, 50)).toBeLessThan(P99_BOUND_MS);
+    // CI prints only a failure's message: the rounds and the machine's load go in it.
+    const rounds = added.map((ms) => ms.toFixed(1)).join(', ');
+    expect(percentile(added, 50), `ms added per round: ${rounds}; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`).toBeLessThan(P99_BOUND_MS);
   }, 120_000);
 });
