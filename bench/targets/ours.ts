@@ -24,12 +24,18 @@ export const START_FLAGS = (() => {
   return flags.trim().split(' ').filter(Boolean);
 })();
 
+/** Checked once per run: the bench starts the same build several times (the history rounds restart it). */
+const checked = new Set<string>();
+
 /**
  * Builds the bundles of `services` in the checkout at `root` that are older than its sources, so that a run
  * measures what its commit says (`pnpm install` builds them all; an edit since would otherwise go unmeasured).
  */
 function ensureBuilt(root: string, services: string[]) {
+  const key = `${root}:${services.join(',')}`;
+  if (checked.has(key)) return;
   execFileSync(process.execPath, [join(root, 'scripts/ensure-built.mjs'), ...services.map((s) => `services/${s}`)], { cwd: root, stdio: 'inherit' });
+  checked.add(key);
 }
 
 export interface OursTarget extends Target {
