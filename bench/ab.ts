@@ -2,7 +2,7 @@
  * `pnpm bench:ab --a DIR --b DIR [--b-flags "…"] [--rounds N] [--seconds N] [--connections N]`: two builds of
  * our embedded service (two checkouts, or one with other Node flags for B) under the same chat load AT THE
  * SAME TIME, each with its own data directory and 64 organizations, both calling the same upstream (C). Prints
- * per round each side's completions and CPU per completion, and B/A.
+ * per round each side's completions, CPU per completion and p99 latency, and B/A.
  *
  * Why at once: this host's speed swings by a quarter from one minute to the next, so runs one after the other
  * (`pnpm bench:profile`, alternating) could not tell a 5% change from nothing: eight alternating pairs running
@@ -77,7 +77,7 @@ try {
       const { total } = results[i]!.requests;
       const failed = results[i]!.non2xx + results[i]!.errors;
       const cpu = Math.round(((processCpu(side.pid) - before[i]!) * 1e6) / total);
-      return `${side.name.toUpperCase()} ${total} (${cpu} µs/request${failed ? `, ${failed} failed` : ''})`;
+      return `${side.name.toUpperCase()} ${total} (${cpu} µs/request, p99 ${results[i]!.latency.p99} ms${failed ? `, ${failed} failed` : ''})`;
     });
     const ratio = results[1]!.requests.total / results[0]!.requests.total;
     ratios.push(ratio);
