@@ -1,10 +1,11 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { chmod, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { entriesUnder, filesUnder, ifStillThere } from './files';
+import { ensureBuilt } from './system';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 
@@ -20,7 +21,7 @@ describe('the built standalone service', () => {
   const secrets: string[] = [];
 
   beforeAll(async () => {
-    execFileSync(process.execPath, [join(ROOT, 'scripts/ensure-built.mjs'), 'services/standalone'], { cwd: ROOT, stdio: 'inherit' });
+    ensureBuilt('services/standalone');
     dataDir = await mkdtemp(join(tmpdir(), 'oc-built-'));
     // As a directory made by hand with the usual umask would be: the service must close it.
     await chmod(dataDir, 0o755);

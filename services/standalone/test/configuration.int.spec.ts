@@ -1,9 +1,10 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureBuilt } from './system';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 
@@ -16,7 +17,7 @@ describe('every process refuses a bad configuration with one line per variable',
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'oc-config-'));
     // What `node services/webhook/dist/main.js` runs, as the README tells a newcomer.
-    execFileSync(process.execPath, [join(ROOT, 'scripts/ensure-built.mjs'), 'services/webhook'], { cwd: ROOT, stdio: 'inherit' });
+    ensureBuilt('services/webhook');
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 

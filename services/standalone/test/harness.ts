@@ -11,6 +11,7 @@ import { ManualClock, natsNames } from '@oc/contracts';
 import { expect, vi } from 'vitest';
 import { loadStandaloneConfig } from '../src/config';
 import { type Standalone, startStandalone } from '../src/standalone';
+import { procStat } from './system';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
@@ -380,8 +381,7 @@ async function replicaPid(dataDir: string, replica: string, parent: number): Pro
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const stat = await readFile(`/proc/${entry}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== parent) continue;
+      if (Number((await procStat(entry))?.[1]) !== parent) continue;
       const environ = (await readFile(`/proc/${entry}/environ`, 'utf8')).split('\0');
       if (environ.includes(`REPLICA_ID=${replica}`) && environ.includes(`DATA_DIR=${join(dataDir, service)}`)) return Number(entry);
     } catch {

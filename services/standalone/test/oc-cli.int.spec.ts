@@ -1,4 +1,4 @@
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,6 +9,7 @@ import { type Io, run } from '@oc/cli';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadStandaloneConfig } from '../src/config';
 import { type Standalone, startStandalone } from '../src/standalone';
+import { ensureBuilt } from './system';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 const ADMIN_TOKEN = 'cli-admin-token-0123456789';
@@ -465,7 +466,7 @@ describe('oc, run by an API user against a running service', () => {
     const bin = join(ROOT, 'node_modules/.bin/oc');
 
     beforeAll(() => {
-      execFileSync(process.execPath, [join(ROOT, 'scripts/ensure-built.mjs'), 'packages/cli'], { cwd: ROOT, stdio: 'inherit' });
+      ensureBuilt('packages/cli');
     });
 
     it('prints only the JSON on stdout with --json', async () => {

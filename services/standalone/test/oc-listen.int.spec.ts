@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadStandaloneConfig } from '../src/config';
 import { type Standalone, startStandalone } from '../src/standalone';
 import { freePort } from './harness';
+import { ensureBuilt } from './system';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 const ADMIN_TOKEN = 'listen-admin-token-0123456789';
@@ -259,7 +260,7 @@ describe('oc webhooks listen, against a running service', () => {
   });
 
   it('as the installed executable, stops on SIGINT with exit code 0', async () => {
-    execFileSync(process.execPath, [join(ROOT, 'scripts/ensure-built.mjs'), 'packages/cli'], { cwd: ROOT, stdio: 'inherit' });
+    ensureBuilt('packages/cli');
     const child = spawn(join(ROOT, 'node_modules/.bin/oc'), ['webhooks', 'listen', '--forward-to', 'http://127.0.0.1:9/hook'], {
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

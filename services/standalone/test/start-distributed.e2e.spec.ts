@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { httpReceiver, type Receiver, stripe } from '../../webhook/test/support';
 import { deleteEventsStream, freePort, uniqueNatsPrefix } from './harness';
 import { natsReachable } from './nats';
+import { procStat } from './system';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 const nats = await natsReachable();
@@ -17,12 +18,9 @@ async function descendants(pid: number): Promise<number[]> {
   const parents = new Map<number, number>();
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = await readFile(`/proc/${entry}/stat`, 'utf8');
-      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {
-      // Gone meanwhile.
-    }
+    const fields = await procStat(entry);
+    // Gone meanwhile when undefined.
+    if (fields) parents.set(Number(entry), Number(fields[1]));
   }
   const found: number[] = [];
   for (let level = [pid]; level.length > 0; ) {
@@ -35,12 +33,8 @@ async function descendants(pid: number): Promise<number[]> {
 
 /** Whether `pid` still runs (a zombie no longer does). */
 async function running(pid: number): Promise<boolean> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
+  const fields = await procStat(pid);
+  return fields !== undefined && fields[0] !== 'Z';
 }
 
 /** `pnpm start:distributed` as a newcomer runs it: no variables beyond the port, data and NATS. */
