@@ -61,7 +61,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
           model: this.options.model,
           messages: request.messages,
           max_tokens: request.maxTokens,
-          temperature: request.temperature,
+          ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
           ...(request.stop.length > 0 ? { stop: request.stop } : {}),
           ...(request.stream ? { stream: true, stream_options: { include_usage: true } } : {}),
         }),

@@ -25,7 +25,7 @@ export function traceChatProvider(inner: ChatProvider, options: TracedProviderOp
           'gen_ai.provider.name': options.provider,
           'gen_ai.request.model': options.model,
           'gen_ai.request.max_tokens': request.maxTokens,
-          'gen_ai.request.temperature': request.temperature,
+          ...(request.temperature !== undefined ? { 'gen_ai.request.temperature': request.temperature } : {}),
           ...(request.stop.length > 0 ? { 'gen_ai.request.stop_sequences': request.stop } : {}),
           'oc.stream': request.stream,
         },

@@ -74,7 +74,7 @@ interface Job {
   caller: Caller;
   prompts: Array<{ messages: ChatMessage[]; promptTokens: number }>;
   maxTokens: number;
-  temperature: number;
+  temperature: number | undefined;
   stop: string[];
   reservedMicros: number;
 }
@@ -267,7 +267,7 @@ export class ChatService {
   private async reserve(
     id: string,
     now: number,
-    request: Caller & { temperature: number; stop?: string | string[] | null | undefined },
+    request: Caller & { temperature?: number | undefined; stop?: string | string[] | null | undefined },
     prompts: Job['prompts'],
     requestedMaxTokens: number | undefined,
     description: string,

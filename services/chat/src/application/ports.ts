@@ -4,7 +4,8 @@ import type { ChatMessage, FinishReason, Usage } from '@oc/contracts';
 export interface GenerationRequest {
   messages: ChatMessage[];
   maxTokens: number;
-  temperature: number;
+  /** Absent when the customer named none: the provider's own default applies (some refuse the parameter). */
+  temperature: number | undefined;
   stop: string[];
   /**
    * Whether the caller relays the text as it comes. Without it only the whole answer is needed, and a
