@@ -1,4 +1,22 @@
 import { z } from 'zod';
+
+/**
+ * What a capture paid for, recorded beside it: the public model, the deployment and provider that served it, the
+ * units, and what the provider charges us for them (integer micro-USD). Captures from before providers, and
+ * those of products that report nothing, have none.
+ */
+export const ServedUsageSchema = z.object({
+  product: z.enum(['chat', 'text', 'video']),
+  model: z.string().min(1).max(100),
+  deployment: z.string().min(1).max(100),
+  provider: z.string().min(1).max(50),
+  upstream_model: z.string().min(1).max(200),
+  input_tokens: z.int().nonnegative().optional(),
+  output_tokens: z.int().nonnegative().optional(),
+  seconds: z.int().nonnegative().optional(),
+  provider_cost_micros: z.int().nonnegative(),
+});
+export type ServedUsage = z.infer<typeof ServedUsageSchema>;
 import { ScopeSchema } from './scopes';
 import { CustomLimitsSchema, OrganizationLimitsSchema, TierSchema } from './tiers';
 
@@ -201,6 +219,7 @@ export const BillingMessages = {
     ...OrgRef,
     reservation_id: z.string().min(1),
     amount_micros: z.int().nonnegative(),
+    usage: ServedUsageSchema.optional(),
     /**
      * As for `reserveFunds`: answer once decided, while the capture is still being stored, for a caller in
      * billing's own process. Chat's next append (the session's exchange) then joins the same group commit,
@@ -307,6 +326,7 @@ export const BillingEvents = {
     reservation_id: z.string(),
     amount_micros: z.int().nonnegative(),
     released_micros: z.int().nonnegative(),
+    usage: ServedUsageSchema.optional(),
   }),
   ReservationReleased: z.object({
     org_id: z.string(),

@@ -16,3 +16,5 @@ export * from './gateway';
 export * from './configuration';
 export * from './models';
 export * from './streams';
+export * from './catalog';
+export * from './providers';

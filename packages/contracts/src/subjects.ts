@@ -26,6 +26,8 @@ export const Subjects = {
     releaseHeldReservations: 'billing.funds.release_held',
     dailySpend: 'billing.spend.daily',
     keyDailyUsage: 'billing.keys.daily_usage',
+    /** What captures recorded of the deployment that served them, summed by day and deployment. */
+    providerUsage: 'billing.usage.providers',
     createMember: 'billing.members.create',
     listMembers: 'billing.members.list',
     removeMember: 'billing.members.remove',
@@ -44,6 +46,8 @@ export const Subjects = {
     streamPrefix: 'chat.streams',
     /** Broadcast (every chat replica hears it): the client of this stream went away. */
     cancelStream: 'broadcast.chat.stream_cancelled',
+    /** Each deployment's circuit, success rate, latency and calls in flight, as the answering replica sees them. */
+    deployments: 'chat.deployments.list',
     ping: 'chat.ping',
   },
   webhook: {
@@ -69,6 +73,7 @@ export const Subjects = {
     delete: 'video.videos.delete',
     describeContent: 'video.content.describe',
     readContent: 'video.content.read',
+    deployments: 'video.deployments.list',
     ping: 'video.ping',
   },
   broadcast: {

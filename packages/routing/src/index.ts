@@ -1,1 +1,4 @@
 export * from './provider-error';
+export * from './breaker';
+export * from './pool';
+export * from './catalog';

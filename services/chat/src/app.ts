@@ -6,19 +6,16 @@ import { telemetryEnabled } from '@oc/telemetry';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { chatReadModels } from './projections';
+import { DeploymentPool, deploymentStatuses } from '@oc/routing';
 import { billingFunds, broadcastFrames } from './adapters/billing-funds';
-import { OpenAiCompatibleProvider } from './adapters/openai-compatible';
+import { type ChatDeploymentConfig, chatTarget } from './adapters/deployments';
+import { RoutedChatProvider } from './adapters/routed-provider';
 import { SimulatorProvider } from './adapters/simulator';
 import { traceChatProvider } from './adapters/traced-provider';
 import { gptTokenizer } from './adapters/tokenizer';
 import { type ChatPricing, ChatService, type CompletionLifecycle } from './application/chat';
 import type { ChatProvider } from './application/ports';
 import { CHAT_SERVICE, ChatController, LOGGER, onCancelStream } from './transport/chat.controller';
-
-/** The upstream for live keys: the simulator, or any OpenAI-compatible endpoint. */
-export type ChatUpstream =
-  | { kind: 'simulator' }
-  | { kind: 'openai'; baseUrl: string; apiKey?: string | undefined; model: string; timeoutMs: number };
 
 export interface ChatRuntime {
   eventStore: EventStore;
@@ -30,7 +27,10 @@ export interface ChatRuntime {
   clock: Clock;
   ids: IdSource;
   logger: Logger;
-  upstream: ChatUpstream;
+  /** chat-2's deployments, in catalog order, for live keys (test keys always get the simulator). */
+  deployments: ChatDeploymentConfig[];
+  /** The router's weighted choice; Math.random unless a test fixes it. */
+  random?: () => number;
   pricing: ChatPricing;
   lifecycle: CompletionLifecycle;
   /** The simulator's pause between streamed words. */
@@ -70,15 +70,34 @@ export async function createChat(runtime: ChatRuntime) {
   });
   await projections.start();
   const simulatorProvider = new SimulatorProvider({ tokenizer: gptTokenizer, wordDelayMs: runtime.simulatorWordDelayMs });
-  const live: ChatProvider =
-    runtime.upstream.kind === 'openai'
-      ? new OpenAiCompatibleProvider({ ...runtime.upstream, onUpstreamError: (detail) => runtime.logger.warn({ detail }, 'chat upstream failed') })
-      : simulatorProvider;
   // Upstream calls are GenAI spans when telemetry is on; otherwise the providers are used as they are.
   const traced = telemetryEnabled();
-  const simulator = traced ? traceChatProvider(simulatorProvider, { provider: 'oc.simulator', model: 'chat-2', tokenizer: gptTokenizer }) : simulatorProvider;
-  const provider: ChatProvider =
-    !traced ? live : runtime.upstream.kind === 'openai' ? traceChatProvider(live, { provider: 'openai', model: runtime.upstream.model, tokenizer: gptTokenizer }) : simulator;
+  const trace = (inner: ChatProvider, provider: string, model: string) =>
+    traced ? traceChatProvider(inner, { provider, model, tokenizer: gptTokenizer }) : inner;
+  const simulator = trace(simulatorProvider, 'oc.simulator', 'chat-2');
+  const pool = new DeploymentPool(
+    runtime.deployments.map((d) => {
+      const target = chatTarget(d, simulatorProvider);
+      return {
+        id: d.id,
+        provider: d.provider,
+        model: d.model,
+        weight: d.weight,
+        maxConcurrency: d.maxConcurrency,
+        rpm: d.rpm,
+        target: { ...target, provider: trace(target.provider, d.provider === 'simulator' ? 'oc.simulator' : d.provider, d.model) },
+      };
+    }),
+    { now: () => runtime.clock.now(), random: runtime.random ?? Math.random },
+  );
+  const provider = new RoutedChatProvider({
+    model: 'chat-2',
+    pool,
+    now: () => runtime.clock.now(),
+    // A provider's own words may name our account with it: the operator's log is the only place they go.
+    onFailure: (deployment, err) =>
+      runtime.logger.warn({ deployment, detail: err instanceof Error ? ((err as { detail?: string }).detail ?? err.message) : String(err) }, 'chat deployment failed'),
+  });
   const shared = runtime.replicas?.shared ?? false;
   const commands = new CommandHandler(runtime.eventStore, { otherWriters: shared });
   const service = new ChatService({
@@ -95,6 +114,7 @@ export async function createChat(runtime: ChatRuntime) {
     pricing: runtime.pricing,
     lifecycle: runtime.replicas ? { ...runtime.lifecycle, replica: runtime.replicas.self } : runtime.lifecycle,
     ...(runtime.replicas ? { replicas: runtime.replicas } : {}),
+    deployments: () => deploymentStatuses('chat-2', pool.stats()),
     logger: runtime.logger,
   });
   const cancels = await runtime.client.onBroadcast(Subjects.chat.cancelStream, onCancelStream(service, runtime.logger));

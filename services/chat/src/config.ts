@@ -1,7 +1,8 @@
 import { hostname } from 'node:os';
 import { usdToMicros } from '@oc/contracts';
+import { readCatalogFile } from '@oc/routing';
 import { z } from 'zod';
-import type { ChatUpstream } from './app';
+import { type ChatDeploymentConfig, chatDeployments } from './adapters/deployments';
 import type { ChatPricing, CompletionLifecycle } from './application/chat';
 
 /**
@@ -9,6 +10,9 @@ import type { ChatPricing, CompletionLifecycle } from './application/chat';
  * simulator upstream, the spec's 0.08 USD per 1,000 tokens and 128K-token context.
  */
 export const ChatConfigSchema = z.object({
+  /** The model catalog (YAML or JSON); without it, every provider whose key is set serves chat-2 (docs/providers.md). */
+  MODELS_FILE: z.string().min(1).optional(),
+  /** The one OpenAI-compatible upstream of earlier releases: kept, as one deployment named `openai`. */
   CHAT_UPSTREAM: z.enum(['simulator', 'openai']).default('simulator'),
   CHAT_UPSTREAM_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
   CHAT_UPSTREAM_API_KEY: z.string().optional(),
@@ -27,23 +31,21 @@ export const ChatConfigSchema = z.object({
 });
 export type ChatConfig = z.infer<typeof ChatConfigSchema>;
 
-export function chatSettings(config: ChatConfig): {
-  upstream: ChatUpstream;
+/**
+ * The settings the chat service runs on. `env` holds the providers' keys (OPENAI_API_KEY …, or the variables a
+ * catalog names): they are read here and kept only in the adapters' memory.
+ */
+export function chatSettings(
+  config: ChatConfig,
+  env: Record<string, string | undefined> = process.env,
+): {
+  deployments: ChatDeploymentConfig[];
   pricing: ChatPricing;
   lifecycle: CompletionLifecycle;
   simulatorWordDelayMs: number;
 } {
   return {
-    upstream:
-      config.CHAT_UPSTREAM === 'openai'
-        ? {
-            kind: 'openai',
-            baseUrl: config.CHAT_UPSTREAM_BASE_URL,
-            apiKey: config.CHAT_UPSTREAM_API_KEY,
-            model: config.CHAT_UPSTREAM_MODEL,
-            timeoutMs: config.CHAT_UPSTREAM_TIMEOUT_MS,
-          }
-        : { kind: 'simulator' },
+    deployments: chatDeployments(config.MODELS_FILE ? readCatalogFile(config.MODELS_FILE) : undefined, config, env),
     pricing: {
       microsPer1kTokens: usdToMicros(config.CHAT_PRICE_PER_1K_TOKENS_USD),
       defaultMaxTokens: config.CHAT_DEFAULT_MAX_TOKENS,

@@ -59,6 +59,7 @@ describe('chat service', () => {
       provider,
       simulator: new SimulatorProvider({ tokenizer: gptTokenizer, wordDelayMs: 0 }),
       tokenizer: gptTokenizer,
+      deployments: () => [],
       funds: {
         reserve: async (org, id, amount, _description, hold) => {
           funds.push(['reserve', org, id, amount]);

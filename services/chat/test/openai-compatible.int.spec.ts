@@ -1,4 +1,4 @@
-import { ApiError } from '@oc/contracts';
+import { ProviderError } from '@oc/routing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { OpenAiCompatibleProvider } from '../src/adapters/openai-compatible';
 import type { GenerationEvent } from '../src/application/ports';
@@ -18,8 +18,6 @@ describe('OpenAI-compatible upstream', () => {
     stream: true,
   };
 
-  const operatorLog: string[] = [];
-
   beforeAll(async () => {
     upstream = await startFakeUpstream();
     provider = new OpenAiCompatibleProvider({
@@ -27,7 +25,6 @@ describe('OpenAI-compatible upstream', () => {
       apiKey: 'sk-upstream',
       model: 'llama-3.1-8b',
       timeoutMs: 5_000,
-      onUpstreamError: (detail) => operatorLog.push(detail),
     });
   });
   afterAll(() => upstream.close());
@@ -104,23 +101,35 @@ describe('OpenAI-compatible upstream', () => {
   });
 
   it.each([
-    ['an error status', () => (upstream.failWith = 500), /^The upstream model answered 500\.$/],
-    ['an error event mid-stream', () => (upstream.script = [{ content: 'Hel' }, { error: 'model overloaded' }]), /^The upstream model failed while answering\.$/],
-    ['a dropped connection mid-stream', () => (upstream.script = [{ content: 'Hel' }, { drop: true }]), /could not be reached/],
-  ])('turns %s into a retryable 503', async (_, arrange, message) => {
+    ['an error status', () => (upstream.failWith = 500), /^The OpenAI-compatible upstream answered 500\.$/],
+    ['an error event mid-stream', () => (upstream.script = [{ content: 'Hel' }, { error: 'model overloaded' }]), /failed while answering\.$/],
+    ['a dropped connection mid-stream', () => (upstream.script = [{ content: 'Hel' }, { drop: true }]), /could not be reached|malformed/],
+  ])('turns %s into a retryable failure, for the router to fail over', async (_, arrange, message) => {
     for (const stream of [true, false]) {
       arrange();
       const failure = await collect(undefined, stream).catch((error: unknown) => error);
-      expect(failure).toBeInstanceOf(ApiError);
-      expect(failure).toMatchObject({ status: 503, type: 'service_unavailable_error', code: 'upstream_error', message: expect.stringMatching(message) });
+      expect(failure).toBeInstanceOf(ProviderError);
+      expect(failure).toMatchObject({ kind: 'retryable', message: expect.stringMatching(message) });
     }
   });
 
-  it("tells the operator what the upstream said and the customer only that it failed (it may name our upstream account)", async () => {
+  it.each([
+    [400, 'request'],
+    [401, 'deployment'],
+    [404, 'deployment'],
+    [429, 'retryable'],
+    [503, 'retryable'],
+  ] as const)('classifies an answer of %i as a %s failure', async (status, kind) => {
+    upstream.failWith = status;
+    const failure = await collect(undefined, false).catch((error: unknown) => error);
+    expect(failure).toMatchObject({ kind, status });
+  });
+
+  it("keeps what the upstream said for the operator's log, out of the message (it may name our upstream account)", async () => {
     upstream.script = [{ content: 'Hel' }, { error: 'quota of org-upstream-123 exceeded' }];
-    const failure = await collect().catch((error: unknown) => error);
-    expect(JSON.stringify((failure as ApiError).toBody())).not.toContain('org-upstream-123');
-    expect(operatorLog.at(-1)).toContain('quota of org-upstream-123 exceeded');
+    const failure = (await collect().catch((error: unknown) => error)) as ProviderError;
+    expect(failure.message).not.toContain('org-upstream-123');
+    expect(failure.detail).toContain('quota of org-upstream-123 exceeded');
   });
 
   it('gives up on a silent upstream after its timeout', async () => {
@@ -129,6 +138,6 @@ describe('OpenAI-compatible upstream', () => {
     const failure = await (async () => {
       for await (const _ of slow.generate(request, new AbortController().signal));
     })().catch((error: unknown) => error);
-    expect(failure).toMatchObject({ status: 503, message: 'The upstream model did not answer within 100 ms.' });
+    expect(failure).toMatchObject({ kind: 'retryable', message: 'The OpenAI-compatible upstream did not answer in time.' });
   });
 });

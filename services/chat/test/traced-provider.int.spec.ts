@@ -39,7 +39,7 @@ describe('the upstream call span', () => {
 
   const openai = () =>
     traceChatProvider(
-      new OpenAiCompatibleProvider({ baseUrl: upstream.baseUrl, apiKey: 'sk-upstream', model: 'llama-3.1-8b', timeoutMs: 5_000, onUpstreamError: () => {} }),
+      new OpenAiCompatibleProvider({ baseUrl: upstream.baseUrl, apiKey: 'sk-upstream', model: 'llama-3.1-8b', timeoutMs: 5_000 }),
       { provider: 'openai', model: 'llama-3.1-8b', tokenizer: gptTokenizer },
     );
 

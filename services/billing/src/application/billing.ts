@@ -202,7 +202,7 @@ export class BillingService {
 
   async captureReservation(m: BillingMessage<'captureReservation'>) {
     await this.account(
-      { type: 'CaptureReservation', orgId: m.org_id, reservationId: m.reservation_id, amountMicros: m.amount_micros },
+      { type: 'CaptureReservation', orgId: m.org_id, reservationId: m.reservation_id, amountMicros: m.amount_micros, usage: m.usage },
       undefined,
       { answerWhenDecided: m.answer_when_decided === true && this.deps.callersInProcess === true },
     );

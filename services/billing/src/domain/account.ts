@@ -3,6 +3,7 @@ import {
   type BillingEvent,
   BillingStreams,
   type CustomLimits,
+  type ServedUsage,
   DomainError,
   LIMIT_NAMES,
   type LimitsChange,
@@ -55,7 +56,7 @@ export type AccountCommand =
       now: number;
       holder?: string;
     }
-  | { type: 'CaptureReservation'; orgId: string; reservationId: string; amountMicros: number }
+  | { type: 'CaptureReservation'; orgId: string; reservationId: string; amountMicros: number; usage?: ServedUsage | undefined }
   | { type: 'ReleaseReservation'; orgId: string; reservationId: string }
   /** Releases the reservation if it is still open at `now` (unix seconds) and has expired by then. */
   | { type: 'ExpireReservation'; orgId: string; reservationId: string; now: number };
@@ -202,6 +203,7 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
             reservation_id: command.reservationId,
             amount_micros: command.amountMicros,
             released_micros: reserved - command.amountMicros,
+            ...(command.usage ? { usage: command.usage } : {}),
           },
         },
       ];

@@ -1,4 +1,5 @@
-import { ApiError, type FinishReason, type Usage } from '@oc/contracts';
+import type { FinishReason, Usage } from '@oc/contracts';
+import { ProviderError, providerHttpError, providerUnreachable, retryAfterMs } from '@oc/routing';
 import { createParser } from 'eventsource-parser';
 import { Agent, errors, request as undiciRequest } from 'undici';
 import type { ChatProvider, GenerationEvent, GenerationRequest } from '../application/ports';
@@ -12,11 +13,19 @@ export interface OpenAiCompatibleOptions {
   /** Longest wait for the upstream's answer or its next chunk. */
   timeoutMs: number;
   /**
-   * What the upstream said when it failed, for the operator: it may name our upstream account, its quota or
-   * its key, so the customer is told only that it failed.
+   * OpenAI's reasoning models refuse `max_tokens` and take `max_completion_tokens`; many compatible servers
+   * (Ollama, older vLLM) know only `max_tokens`.
    */
-  onUpstreamError?: (detail: string) => void;
+  maxTokensField?: 'max_tokens' | 'max_completion_tokens';
 }
+
+/** OpenAI's own endpoint: its current models take `max_completion_tokens` and `temperature` (docs/providers.md). */
+export const OPENAI_CHAT_DEFAULT = {
+  model: 'gpt-5.4-mini',
+  /** USD per 1M tokens (developers.openai.com/api/docs/pricing, read 2026-11-27 through its mirrors). */
+  cost: { input_per_1m_tokens: 0.75, output_per_1m_tokens: 4.5 },
+  features: { temperature: true, stop: true },
+} as const;
 
 type UpstreamUsage = { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number };
 
@@ -31,9 +40,6 @@ interface UpstreamCompletion {
   usage?: UpstreamUsage | null;
   error?: { message?: string };
 }
-
-const upstreamFailed = (message: string) =>
-  new ApiError({ status: 503, type: 'service_unavailable_error', code: 'upstream_error', message, retryAfter: 1 });
 
 /**
  * Any OpenAI-compatible Chat Completions endpoint. A caller that relays the text as it comes gets an event
@@ -60,7 +66,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
         body: JSON.stringify({
           model: this.options.model,
           messages: request.messages,
-          max_tokens: request.maxTokens,
+          [this.options.maxTokensField ?? 'max_tokens']: request.maxTokens,
           ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
           ...(request.stop.length > 0 ? { stop: request.stop } : {}),
           ...(request.stream ? { stream: true, stream_options: { include_usage: true } } : {}),
@@ -71,19 +77,19 @@ export class OpenAiCompatibleProvider implements ChatProvider {
       });
       if (response.statusCode >= 300) {
         const text = await response.body.text().catch(() => '');
-        this.options.onUpstreamError?.(`answered ${response.statusCode}: ${text.slice(0, 500)}`);
-        throw upstreamFailed(`The upstream model answered ${response.statusCode}.`);
+        const header = (name: string) => {
+          const value = response.headers[name];
+          return Array.isArray(value) ? value[0] : value;
+        };
+        throw providerHttpError('The OpenAI-compatible upstream', response.statusCode, text, retryAfterMs(header, Date.now()));
       }
       if (request.stream) yield* this.relay(response.body, signal);
       else yield* this.whole((await response.body.json()) as UpstreamCompletion);
     } catch (error) {
       if (signal.aborted) return;
-      if (error instanceof ApiError) throw error;
-      throw upstreamFailed(
-        error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError
-          ? `The upstream model did not answer within ${this.options.timeoutMs} ms.`
-          : 'The upstream model could not be reached.',
-      );
+      if (error instanceof ProviderError) throw error;
+      if (error instanceof SyntaxError) throw malformed(error.message);
+      throw providerUnreachable('The OpenAI-compatible upstream', error, error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError);
     }
   }
 
@@ -119,6 +125,8 @@ export class OpenAiCompatibleProvider implements ChatProvider {
       }
     }
     if (signal.aborted) return;
+    // A stream cut before its end is not a whole answer, whatever came before.
+    if (!done) throw malformed('the event stream ended before [DONE]');
     yield { type: 'finish', finishReason, ...(usage ? { usage } : {}) };
   }
 
@@ -135,14 +143,20 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   }
 
   private failedWhileAnswering(error: { message?: string }): never {
-    this.options.onUpstreamError?.(`failed mid-stream: ${String(error.message).slice(0, 500)}`);
-    throw upstreamFailed('The upstream model failed while answering.');
+    throw new ProviderError({
+      kind: 'retryable',
+      message: 'The OpenAI-compatible upstream failed while answering.',
+      detail: `The OpenAI-compatible upstream failed while answering: ${String(error.message).slice(0, 500)}`,
+    });
   }
 
   close(): Promise<void> {
     return this.pool.close();
   }
 }
+
+const malformed = (detail: string) =>
+  new ProviderError({ kind: 'retryable', message: 'The OpenAI-compatible upstream sent a malformed answer.', detail: `malformed answer: ${detail.slice(0, 500)}` });
 
 function toUsage(u: UpstreamUsage): Usage {
   const prompt_tokens = u.prompt_tokens ?? 0;

@@ -6,6 +6,7 @@ import {
   type ChatMessageOf,
   type ChatSession,
   type Clock,
+  type DeploymentStatus,
   DomainError,
   type FinishReason,
   type IdSource,
@@ -21,11 +22,11 @@ import { aggregateStream, type CommandHandler, type EventStore } from '@oc/event
 import { pageAfter, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { conversationTokens, trimToContext } from '../domain/context';
-import { chargeMicros, costMicros, reservationRefusedMessage } from '../domain/pricing';
+import { chargeMicros, costMicros, providerCostMicros, reservationRefusedMessage } from '../domain/pricing';
 import { conversation, ownedConversation, sessionDecider, sessionStream } from '../domain/session';
 import { theoryInstruction } from '../domain/theory';
 import { ChatCollections, type ChatSessionDoc } from '../projections/documents';
-import type { ChatProvider, FramePublisher, Funds, Tokenizer } from './ports';
+import type { ChatProvider, FramePublisher, Funds, GenerationRequest, ServedBy, Tokenizer } from './ports';
 import { FrameSequence } from './frames';
 
 export interface ChatPricing {
@@ -62,6 +63,8 @@ export interface ChatDeps {
   lifecycle: CompletionLifecycle;
   /** Other replicas on the same event store: what one that is gone left reserved is released at once. */
   replicas?: Replicas;
+  /** How each deployment of chat-2 fares, as this replica's router sees it. */
+  deployments(): DeploymentStatus[];
   logger: Logger;
 }
 
@@ -82,6 +85,19 @@ interface Job {
 interface Outcome {
   choices: Array<{ text: string; finishReason: FinishReason }>;
   usage: Usage;
+  /** The deployment that served the last choice, and what every choice cost us (micro-USD). */
+  served?: ServedBy;
+  providerCostMicros: number;
+}
+
+/** A stream that failed after some of its text reached the client: charged for what was delivered. */
+class FailedAfterDelivery extends Error {
+  constructor(
+    readonly delivered: Outcome,
+    override readonly cause: unknown,
+  ) {
+    super('failed after delivering part of the answer');
+  }
 }
 
 type Progress = { type: 'content'; index: number; text: string } | { type: 'finish'; index: number; finishReason: FinishReason };
@@ -237,6 +253,10 @@ export class ChatService {
     return { id: doc._id, object: 'chat.completion', created_at: doc.created_at, messages: doc.messages };
   }
 
+  deployments(): DeploymentStatus[] {
+    return this.deps.deployments();
+  }
+
   /** The client of a stream went away: stop its upstream call (only the replica running it has it). */
   cancelStream(streamTo: string) {
     this.streams.get(streamTo)?.abort.abort();
@@ -286,6 +306,7 @@ export class ChatService {
       stop: request.stop == null ? [] : typeof request.stop === 'string' ? [request.stop] : request.stop,
       reservedMicros,
     };
+    if (job.caller.mode === 'live') this.refuseUnsupported(job);
     if (!this.charged(job)) return job;
     try {
       await this.deps.funds.reserve(request.org_id, id, reservedMicros, description, {
@@ -311,6 +332,22 @@ export class ChatService {
       throw error;
     }
     return job;
+  }
+
+  /** A parameter no deployment of chat-2 accepts is refused before anything is held, never dropped. */
+  private refuseUnsupported(job: Job) {
+    const param = this.deps.provider.unsupported?.(this.request(job, job.prompts[0]!, false));
+    if (param === undefined) return;
+    throw new DomainError({
+      kind: 'InvalidState',
+      code: 'unsupported_parameter',
+      message: `${param} is not supported by any provider serving ${MODEL} here; send the request without it.`,
+      param,
+    });
+  }
+
+  private request(job: Job, prompt: Job['prompts'][number], stream: boolean): GenerationRequest {
+    return { messages: prompt.messages, maxTokens: job.maxTokens, temperature: job.temperature, stop: job.stop, stream, promptTokens: prompt.promptTokens };
   }
 
   /**
@@ -397,6 +434,10 @@ export class ChatService {
     try {
       outcome = await this.generate(job, sink, stop.signal);
     } catch (error) {
+      if (error instanceof FailedAfterDelivery) {
+        if (this.charged(job)) await this.settle(job, error.delivered);
+        throw error.cause;
+      }
       if (this.charged(job)) await this.releaseOrLeaveToSweep(job.caller.org_id, job.id);
       throw error;
     } finally {
@@ -407,9 +448,8 @@ export class ChatService {
       await record(outcome);
       return outcome;
     }
-    const charged = chargeMicros(outcome.usage, this.deps.pricing.microsPer1kTokens, job.reservedMicros);
     try {
-      await this.deps.funds.capture(job.caller.org_id, job.id, charged);
+      await this.settle(job, outcome);
       await record(outcome);
     } catch (error) {
       // The client is answered with this error. Where the capture was stored, the sweep's release finds the
@@ -421,37 +461,66 @@ export class ChatService {
     return outcome;
   }
 
+  /** Captures the usage (capped at the reservation), with the deployment that served it and what it cost us. */
+  private settle(job: Job, outcome: Outcome): Promise<void> {
+    const charged = chargeMicros(outcome.usage, this.deps.pricing.microsPer1kTokens, job.reservedMicros);
+    const { served } = outcome;
+    const usage = served && {
+      product: job.id.startsWith('cmpl_') ? ('text' as const) : ('chat' as const),
+      model: MODEL,
+      deployment: served.deployment,
+      provider: served.provider,
+      upstream_model: served.model,
+      input_tokens: outcome.usage.prompt_tokens,
+      output_tokens: outcome.usage.completion_tokens,
+      provider_cost_micros: outcome.providerCostMicros,
+    };
+    return this.deps.funds.capture(job.caller.org_id, job.id, charged, usage);
+  }
+
   private async generate(job: Job, sink: Sink, signal: AbortSignal): Promise<Outcome> {
     const provider = job.caller.mode === 'test' ? this.deps.simulator : this.deps.provider;
-    const choices: Outcome['choices'] = [];
-    const usage: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+    const outcome: Outcome = { choices: [], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, providerCostMicros: 0 };
+    const count = (usage: Usage) => {
+      outcome.usage.prompt_tokens += usage.prompt_tokens;
+      outcome.usage.completion_tokens += usage.completion_tokens;
+      outcome.usage.total_tokens = outcome.usage.prompt_tokens + outcome.usage.completion_tokens;
+    };
     for (const [index, prompt] of job.prompts.entries()) {
       if (signal.aborted) break;
       let text = '';
       let finishReason: FinishReason = 'stop';
       let reported: Usage | undefined;
-      const request = { messages: prompt.messages, maxTokens: job.maxTokens, temperature: job.temperature, stop: job.stop, stream: sink !== discard, promptTokens: prompt.promptTokens };
-      for await (const event of provider.generate(request, signal)) {
-        if (event.type === 'content') {
-          text += event.text;
-          await sink({ type: 'content', index, text: event.text });
-        } else {
-          finishReason = event.finishReason;
-          reported = event.usage;
-          await sink({ type: 'finish', index, finishReason });
+      let served: ServedBy | undefined;
+      try {
+        for await (const event of provider.generate(this.request(job, prompt, sink !== discard), signal)) {
+          if (event.type === 'content') {
+            text += event.text;
+            await sink({ type: 'content', index, text: event.text });
+          } else {
+            finishReason = event.finishReason;
+            reported = event.usage;
+            served = event.served;
+            await sink({ type: 'finish', index, finishReason });
+          }
         }
+      } catch (error) {
+        // What reached the client is paid for (its prompt and the text it got); nothing else is.
+        const delivered = text !== '' || outcome.choices.some((c) => c.text !== '');
+        if (sink === discard || !delivered) throw error;
+        count({ prompt_tokens: prompt.promptTokens, completion_tokens: this.deps.tokenizer.count(text), total_tokens: 0 });
+        outcome.choices.push({ text, finishReason: 'stop' });
+        throw new FailedAfterDelivery(outcome, error);
       }
-      const counted = reported ?? {
-        prompt_tokens: prompt.promptTokens,
-        completion_tokens: this.deps.tokenizer.count(text),
-        total_tokens: 0,
-      };
-      usage.prompt_tokens += counted.prompt_tokens;
-      usage.completion_tokens += counted.completion_tokens;
-      usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
-      choices.push({ text, finishReason });
+      const counted = reported ?? { prompt_tokens: prompt.promptTokens, completion_tokens: this.deps.tokenizer.count(text), total_tokens: 0 };
+      count(counted);
+      if (served) {
+        outcome.served = served;
+        outcome.providerCostMicros += providerCostMicros(counted, served);
+      }
+      outcome.choices.push({ text, finishReason });
     }
-    return { choices, usage };
+    return outcome;
   }
 
   /**

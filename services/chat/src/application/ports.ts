@@ -1,4 +1,4 @@
-import type { ChatMessage, FinishReason, Usage } from '@oc/contracts';
+import type { ChatMessage, FinishReason, ServedUsage, Usage } from '@oc/contracts';
 
 /** What one upstream call is asked for; `maxTokens` is always set, since it bounds the reservation. */
 export interface GenerationRequest {
@@ -16,14 +16,30 @@ export interface GenerationRequest {
   promptTokens?: number;
 }
 
+/** The deployment that answered, and what it costs us (integer micro-USD per million tokens). */
+export interface ServedBy {
+  deployment: string;
+  provider: string;
+  model: string;
+  costMicrosPer1M: { input: number; output: number };
+}
+
 export type GenerationEvent =
   | { type: 'content'; text: string }
-  /** `usage` when the provider reports it; otherwise it is counted with our tokenizer. */
-  | { type: 'finish'; finishReason: FinishReason; usage?: Usage };
+  /** `usage` when the provider reports it; otherwise it is counted with our tokenizer. `served`: set by the router. */
+  | { type: 'finish'; finishReason: FinishReason; usage?: Usage; served?: ServedBy };
 
-/** An upstream model. Aborting `signal` stops the call; the iteration then ends early or throws. */
+/**
+ * An upstream model, or the router over several. Aborting `signal` stops the call; the iteration then ends early
+ * or throws.
+ */
 export interface ChatProvider {
   generate(request: GenerationRequest, signal: AbortSignal): AsyncIterable<GenerationEvent>;
+  /**
+   * The first optional parameter the request uses that no deployment accepts (`temperature`, `stop`): it is
+   * refused with 400 before anything is reserved. Absent: everything is accepted.
+   */
+  unsupported?(request: GenerationRequest): string | undefined;
   /** Releases pooled connections, if the provider keeps any. */
   close?(): Promise<void>;
 }
@@ -50,7 +66,8 @@ export interface Funds {
    * before then takes the completion with it: nothing generated is charged, nothing is held.
    */
   reserve(orgId: string, reservationId: string, amountMicros: number, description: string, hold: Hold): Promise<void>;
-  capture(orgId: string, reservationId: string, amountMicros: number): Promise<void>;
+  /** `usage`: what was served, by which deployment, at what cost to us (recorded beside the charge). */
+  capture(orgId: string, reservationId: string, amountMicros: number, usage?: ServedUsage): Promise<void>;
   release(orgId: string, reservationId: string): Promise<void>;
   /** The holders of open reservations whose names start with `prefix`. */
   holders(prefix: string): Promise<string[]>;

@@ -41,3 +41,10 @@ export function reservationRefusedMessage(bound: ReservationBound, availableMicr
       : 'Even max_tokens 1 does not fit with this prompt: add credit or send a shorter prompt.';
   return `Insufficient balance: this request reserves up to ${formatUsd(reservedMicros)} (${what}) but ${formatUsd(availableMicros)} is available. ${advice}`;
 }
+
+/**
+ * What a provider charges us for a completion: its prompt and completion tokens at the deployment's prices in
+ * micro-USD per million tokens, rounded up once, as the charge is.
+ */
+export const providerCostMicros = (usage: Usage, rates: { costMicrosPer1M: { input: number; output: number } }) =>
+  Math.ceil((usage.prompt_tokens * rates.costMicrosPer1M.input + usage.completion_tokens * rates.costMicrosPer1M.output) / 1_000_000);

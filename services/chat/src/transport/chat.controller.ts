@@ -38,6 +38,11 @@ export class ChatController {
     return answer(ChatMessages.getSession, p, (m) => this.chat.getSession(m), this.unexpected);
   }
 
+  @MessagePattern(Subjects.chat.deployments)
+  deployments(@Payload() p: unknown) {
+    return answer(z.unknown(), p, async () => ({ object: 'list' as const, data: this.chat.deployments() }), this.unexpected);
+  }
+
   @MessagePattern(Subjects.chat.ping)
   ping(@Payload() p: unknown) {
     return answer(z.unknown(), p, () => this.chat.ping(), this.unexpected);

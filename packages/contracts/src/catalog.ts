@@ -1,0 +1,81 @@
+import { z } from 'zod';
+import { VIDEO_SECONDS, VIDEO_SIZES } from './video';
+
+/**
+ * The model catalog (`MODELS_FILE`, YAML or JSON): which deployments serve each public model, in order.
+ * Prices here are what a deployment costs us (the provider's price); what customers pay stays the spec's
+ * (and CHAT_PRICE_PER_1K_TOKENS_USD / VIDEO_PRICES). Keys come from the environment or a mounted file,
+ * named here, never written here. docs/providers.md documents every field.
+ */
+export const CHAT_PROVIDERS = ['openai', 'anthropic', 'gemini', 'simulator'] as const;
+export const VIDEO_PROVIDERS = ['gemini', 'fal', 'replicate', 'openai', 'simulator'] as const;
+export type ChatProviderName = (typeof CHAT_PROVIDERS)[number];
+export type VideoProviderName = (typeof VIDEO_PROVIDERS)[number];
+
+/** Optional chat parameters a deployment may or may not accept; a request using one goes only where it is accepted. */
+export const CHAT_FEATURES = ['temperature', 'stop'] as const;
+export type ChatFeature = (typeof CHAT_FEATURES)[number];
+
+const DeploymentBase = {
+  /** Unique among the model's deployments: recorded on every request it serves, shown in the admin API. */
+  id: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'lower-case letters, digits, ".", "_" and "-", at most 64'),
+  /** The provider's own model id (a fal endpoint id, a Replicate `owner/name`). */
+  model: z.string().min(1),
+  /** The environment variable holding the key; the provider's usual one by default (OPENAI_API_KEY …). */
+  api_key_env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/).optional(),
+  /** A mounted secret file holding the key instead (a Kubernetes secret volume); read once at start. */
+  api_key_file: z.string().min(1).optional(),
+  /** What the provider's SDK calls its base URL; the provider's usual variable (OPENAI_BASE_URL …) by default. */
+  base_url: z.url().optional(),
+  /** Share of first tries; 0 makes it a fallback used only when every weighted deployment is unavailable. */
+  weight: z.number().nonnegative().default(1),
+  /** Longest wait for one provider call (chat: for the answer to start, and between streamed chunks). */
+  timeout_ms: z.int().positive().max(600_000).optional(),
+  /** Calls in flight at once, and started per minute, per running process. */
+  max_concurrency: z.int().positive().optional(),
+  rpm: z.int().positive().optional(),
+};
+
+export const ChatDeploymentSchema = z.object({
+  ...DeploymentBase,
+  provider: z.enum(CHAT_PROVIDERS),
+  /** Which optional parameters it accepts; the provider's defaults when absent (docs/providers.md). */
+  features: z.partialRecord(z.enum(CHAT_FEATURES), z.boolean()).optional(),
+  /** What the provider charges us, USD per million tokens. */
+  cost: z.object({ input_per_1m_tokens: z.number().nonnegative(), output_per_1m_tokens: z.number().nonnegative() }).optional(),
+});
+export type ChatDeploymentEntry = z.infer<typeof ChatDeploymentSchema>;
+
+export const VideoDeploymentSchema = z.object({
+  ...DeploymentBase,
+  provider: z.enum(VIDEO_PROVIDERS),
+  /** Lengths and sizes it generates exactly; the known defaults of its model when absent. */
+  seconds: z.array(z.enum(VIDEO_SECONDS)).min(1).optional(),
+  sizes: z.array(z.enum(VIDEO_SIZES)).min(1).optional(),
+  /** Seconds between polls of a running job. */
+  poll_interval_ms: z.int().positive().optional(),
+  /** What the provider charges us, USD per second of video. */
+  cost: z.object({ per_second: z.number().nonnegative() }).optional(),
+});
+export type VideoDeploymentEntry = z.infer<typeof VideoDeploymentSchema>;
+
+const chatModel = z.object({ deployments: z.array(ChatDeploymentSchema).min(1).max(32) }).strict();
+const videoModel = z.object({ deployments: z.array(VideoDeploymentSchema).min(1).max(32) }).strict();
+
+export const ModelCatalogSchema = z
+  .object({
+    models: z
+      .object({ 'chat-2': chatModel.optional(), 'video-2': videoModel.optional(), 'video-2-pro': videoModel.optional() })
+      .strict(),
+  })
+  .strict()
+  .superRefine((catalog, ctx) => {
+    for (const [model, entry] of Object.entries(catalog.models)) {
+      const seen = new Set<string>();
+      for (const [i, d] of (entry?.deployments ?? []).entries()) {
+        if (seen.has(d.id)) ctx.addIssue({ code: 'custom', path: ['models', model, 'deployments', i, 'id'], message: `deployment id '${d.id}' is used twice for ${model}` });
+        seen.add(d.id);
+      }
+    }
+  });
+export type ModelCatalog = z.infer<typeof ModelCatalogSchema>;
