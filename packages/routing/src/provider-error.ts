@@ -5,8 +5,8 @@
  *
  * - `retryable`: another deployment (or this one later) may well succeed: connection errors, timeouts, 408,
  *   409, 429, 5xx and Anthropic's 529 "overloaded". The router fails over to the next deployment.
- * - `deployment`: this deployment cannot serve anything as configured (401, 403, 404: a wrong key or model
- *   id). The router fails over too, and the breaker counts it.
+ * - `deployment`: this deployment cannot serve anything as configured (401, 402, 403, 404: a wrong key or
+ *   model id, our account with the provider out of credit). The router fails over too, and the breaker counts it.
  * - `request`: the provider refused this request itself (400, 413, 422). Another deployment of the same
  *   model would refuse it too, so there is no failover; the customer gets a 400.
  *
@@ -37,7 +37,7 @@ export class ProviderError extends Error {
 /** The kind of failure an HTTP status means, by the rules above. */
 export function kindOfStatus(status: number): ProviderErrorKind {
   if (status === 408 || status === 409 || status === 425 || status === 429 || status >= 500) return 'retryable';
-  if (status === 401 || status === 403 || status === 404) return 'deployment';
+  if (status === 401 || status === 402 || status === 403 || status === 404) return 'deployment';
   return 'request';
 }
 

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { aloneReplica, type Clock, type IdSource, type Replicas, repeatByClock } from '@oc/contracts';
+import { aloneReplica, type Clock, type IdSource, type Replicas, repeatByClock, VIDEO_MODELS, type VideoModel } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
 import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
@@ -11,7 +11,9 @@ import { videoReadModels } from './projections';
 import { billingOver } from './adapters/billing-client';
 import { FfmpegRenderer } from './adapters/ffmpeg-renderer';
 import { LocalFileStore } from './adapters/local-file-store';
-import { OpenAiVideoProvider } from './adapters/openai-provider';
+import { DeploymentPool, readCatalogFile } from '@oc/routing';
+import { type VideoDeploymentConfig, type VideoTarget, videoDeployments, videoTarget } from './adapters/deployments';
+import { RoutedVideoProviders } from './adapters/routed-providers';
 import { ClockScheduler } from './adapters/scheduler';
 import { SimulatedProvider } from './adapters/simulator';
 import { traceVideoProvider } from './adapters/traced-provider';
@@ -32,6 +34,13 @@ export interface VideoRuntime {
   ids: IdSource;
   logger: Logger;
   config: VideoConfig;
+  /**
+   * Each video model's deployments for live keys, in catalog order (test keys always get the simulator); by
+   * default MODELS_FILE's, else the built-in order over the providers' keys in the environment.
+   */
+  deployments?: Record<VideoModel, VideoDeploymentConfig[]>;
+  /** The router's weighted choice; Math.random unless a test fixes it. */
+  random?: () => number;
   /** Absolute base of `url` values (PUBLIC_BASE_URL). */
   publicBaseUrl: string;
   /** Temporary (upstream) files under `<dataDir>/upstream`, permanent ones under `<dataDir>/objects` unless S3 is configured. */
@@ -62,29 +71,36 @@ export class VideoModule {
   }
 }
 
-function liveProvider(config: VideoConfig, simulator: VideoProvider): VideoProvider {
-  if (config.VIDEO_PROVIDER === 'simulator') return simulator;
-  if (!config.VIDEO_UPSTREAM_API_KEY) throw new Error('VIDEO_PROVIDER=openai needs VIDEO_UPSTREAM_API_KEY');
-  return new OpenAiVideoProvider({
-    baseUrl: config.VIDEO_UPSTREAM_BASE_URL,
-    apiKey: config.VIDEO_UPSTREAM_API_KEY,
-    models: config.VIDEO_UPSTREAM_MODELS,
-    pollIntervalMs: config.VIDEO_UPSTREAM_POLL_MS,
+/**
+ * The deployments behind each model. Upstream calls are GenAI spans when telemetry is on; otherwise the adapters
+ * are used as they are.
+ */
+function routedProviders(runtime: VideoRuntime, simulator: VideoProvider): { live: RoutedVideoProviders; simulator: VideoProvider } {
+  const { config } = runtime;
+  const deployments = runtime.deployments ?? videoDeployments(config.MODELS_FILE ? readCatalogFile(config.MODELS_FILE) : undefined, config, process.env);
+  const traced = telemetryEnabled();
+  const trace = (inner: VideoProvider, provider: string, model: string) =>
+    traced ? traceVideoProvider(inner, { provider, modelOf: () => model }) : inner;
+  const pools = Object.fromEntries(
+    VIDEO_MODELS.map((model) => [
+      model,
+      new DeploymentPool(
+        deployments[model].map((d) => {
+          const target = videoTarget(d, simulator);
+          const provider = d.provider === 'simulator' ? 'oc.simulator' : d.provider;
+          return { id: d.id, provider: d.provider, model: d.model, weight: d.weight, maxConcurrency: d.maxConcurrency, rpm: d.rpm, target: { ...target, provider: trace(target.provider, provider, d.model) } };
+        }),
+        { now: () => runtime.clock.now(), random: runtime.random ?? Math.random },
+      ),
+    ]),
+  ) as Record<VideoModel, DeploymentPool<VideoTarget>>;
+  const live = new RoutedVideoProviders(pools, {
+    now: () => runtime.clock.now(),
+    // A provider's own words may name our account with it: the operator's log is the only place they go.
+    onFailure: (deployment, err) =>
+      runtime.logger.warn({ deployment, detail: err instanceof Error ? ((err as { detail?: string }).detail ?? err.message) : String(err) }, 'video deployment failed'),
   });
-}
-
-/** Upstream calls are GenAI spans when telemetry is on; otherwise the providers are used as they are. */
-function tracedProviders(config: VideoConfig, simulator: VideoProvider): { live: VideoProvider; simulator: VideoProvider } {
-  const live = liveProvider(config, simulator);
-  if (!telemetryEnabled()) return { live, simulator };
-  const tracedSimulator = traceVideoProvider(simulator, { provider: 'oc.simulator', modelOf: (model) => model });
-  return {
-    simulator: tracedSimulator,
-    live:
-      live === simulator
-        ? tracedSimulator
-        : traceVideoProvider(live, { provider: 'openai', modelOf: (model) => config.VIDEO_UPSTREAM_MODELS[model] ?? model }),
-  };
+  return { live, simulator: traced ? traceVideoProvider(simulator, { provider: 'oc.simulator', modelOf: (model) => model }) : simulator };
 }
 
 /** The S3 client is loaded only when a bucket is configured: it is large, and costs start-up time. */
@@ -145,12 +161,13 @@ export async function createVideo(runtime: VideoRuntime) {
     retryMs: config.VIDEO_RETRY_MS,
   };
   const base = runtime.publicBaseUrl.replace(/\/$/, '');
+  const providers = routedProviders(runtime, simulator);
   const jobs = new VideoJobs({
     eventStore: runtime.eventStore,
     commands,
     readModels,
     billing,
-    providers: tracedProviders(config, simulator),
+    providers,
     temporary,
     permanent,
     renderer,
@@ -175,6 +192,8 @@ export async function createVideo(runtime: VideoRuntime) {
     clock,
     ids: runtime.ids,
     prices: config.VIDEO_PRICES,
+    routing: providers.live,
+    deployments: () => providers.live.statuses(),
     timings,
     replicas,
     signPermanentUrl: permanentUrlSigner(config, permanent, clock),

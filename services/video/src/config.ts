@@ -27,7 +27,9 @@ export const VideoConfigSchema = z.object({
    * video's `url` is this plus its object key. Unset, the `url` stays the content endpoint.
    */
   VIDEO_PUBLIC_BASE_URL: z.url().optional().describe('an http(s) URL; the object key (<org_id>/<video_id>.mp4) is appended'),
-  /** The upstream live keys use; test keys always use the simulator. */
+  /** The model catalog (YAML or JSON); without it, every provider whose key is set serves the video models (docs/providers.md). */
+  MODELS_FILE: z.string().min(1).optional(),
+  /** The one OpenAI-compatible upstream of earlier releases: kept, as one deployment named `openai`. Test keys always use the simulator. */
   VIDEO_PROVIDER: z.enum(['simulator', 'openai']).default('simulator'),
   VIDEO_UPSTREAM_BASE_URL: z.url().default('https://api.openai.com/v1'),
   VIDEO_UPSTREAM_API_KEY: z.string().optional(),

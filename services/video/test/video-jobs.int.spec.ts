@@ -168,15 +168,27 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     expect(await retrieve(created.id)).toMatchObject({
       status: 'failed',
       progress: 45,
-      error: { code: 'content_policy_violation', message: 'Blocked by moderation.' },
+      // The upstream's own words may name our account with it: the customer reads ours.
+      error: { code: 'content_policy_violation', message: 'The provider refused the video under its content policy.' },
     });
     expect(billing.releases).toEqual([created.id]);
     expect(billing.captures).toEqual([]);
   });
 
+  it('keeps a job queued when the only upstream is out of quota, and starts it there once it takes jobs again', async () => {
+    const { service } = await start();
+    upstream.refuseNextCreate(429, 'insufficient_quota', 'Refused.');
+    const created = await service.create(request);
+    await runDue();
+    expect(await retrieve(created.id)).toMatchObject({ status: 'queued', progress: 0 });
+    clock.advance(1_000);
+    await runDue();
+    expect((await retrieve(created.id)).status).toBe('in_progress');
+    expect(billing.releases).toEqual([]);
+  });
+
   it.each([
     [400, 'moderation_blocked', 'content_policy_violation'],
-    [429, 'insufficient_quota', 'insufficient_quota'],
     [400, 'invalid_value', 'generation_failed'],
   ])('fails the job when the upstream refuses the create with %i %s (as %s)', async (status, code, expected) => {
     const { service } = await start();

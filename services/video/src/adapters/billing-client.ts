@@ -6,7 +6,7 @@ import type { Billing } from '../application/ports';
 export const billingOver = (client: ServiceClient): Billing => ({
   reserve: (org_id, video_id, amount_micros, description, expires_at) =>
     client.request(Subjects.billing.reserveFunds, { org_id, reservation_id: video_id, amount_micros, description, expires_at }),
-  capture: (org_id, video_id, amount_micros) =>
-    client.request(Subjects.billing.captureReservation, { org_id, reservation_id: video_id, amount_micros }),
+  capture: (org_id, video_id, amount_micros, usage) =>
+    client.request(Subjects.billing.captureReservation, { org_id, reservation_id: video_id, amount_micros, ...(usage ? { usage } : {}) }),
   release: (org_id, video_id) => client.request(Subjects.billing.releaseReservation, { org_id, reservation_id: video_id }),
 });

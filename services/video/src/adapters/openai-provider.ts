@@ -1,11 +1,13 @@
-import type { VideoFailureCode, VideoModel } from '@oc/contracts';
+import type { VideoFailureCode } from '@oc/contracts';
+import { ProviderError, providerHttpError, providerUnreachable, retryAfterMs } from '@oc/routing';
 import type { GeneratedVideo, GenerationJob, StartedGeneration, UpstreamFailure, UpstreamStatus, VideoProvider } from '../application/ports';
 
 export interface OpenAiProviderOptions {
-  /** e.g. `https://api.openai.com/v1` */
+  /** e.g. a reseller's `https://…/v1` (OpenAI itself shut its Videos API down on 2026-09-24). */
   baseUrl: string;
   apiKey: string;
-  models: Record<VideoModel, string>;
+  /** The upstream's model id (`sora-2`, `sora-2-pro` on resellers that still serve them). */
+  model: string;
   /** No faster than every 5 s against the real API (its own guidance). */
   pollIntervalMs: number;
   /** Bounds every upstream call, so a hung upstream becomes a retried step, not a stuck job. */
@@ -23,6 +25,22 @@ interface UpstreamErrorBody {
   error?: { code?: string | null; message?: string | null; type?: string | null };
 }
 
+/** What the customer reads: the upstream's own message may name our account with it. */
+const FAILURE_MESSAGES: Record<VideoFailureCode, string> = {
+  content_policy_violation: 'The provider refused the video under its content policy.',
+  generation_failed: 'The provider failed to generate the video.',
+  timeout: 'The provider took too long to generate the video.',
+  insufficient_quota: 'The provider had no capacity left for this video.',
+};
+
+function parseBody(text: string): UpstreamErrorBody {
+  try {
+    return JSON.parse(text) as UpstreamErrorBody;
+  } catch {
+    return {};
+  }
+}
+
 /** OpenAI names moderation failures in a few ways; anything else that failed is a generation failure. */
 function failureCode(code: string | null | undefined): VideoFailureCode {
   if (!code) return 'generation_failed';
@@ -31,15 +49,7 @@ function failureCode(code: string | null | undefined): VideoFailureCode {
   return 'generation_failed';
 }
 
-class UpstreamError extends Error {
-  constructor(
-    readonly status: number,
-    readonly body: UpstreamErrorBody,
-  ) {
-    super(`Upstream answered ${status}: ${body.error?.message ?? 'no message'}`);
-    this.name = 'UpstreamError';
-  }
-}
+const NAME = 'The OpenAI-compatible video upstream';
 
 /**
  * An OpenAI-compatible Videos API (`POST /videos`, `GET /videos/{id}`, `GET /videos/{id}/content`).
@@ -54,48 +64,59 @@ export class OpenAiVideoProvider implements VideoProvider {
     return now + this.options.pollIntervalMs;
   }
 
+  /** Every failure is a `ProviderError`, with the upstream's own words only in its detail. */
   private async call(path: string, init: RequestInit = {}): Promise<Response> {
-    const res = await fetch(`${this.options.baseUrl.replace(/\/$/, '')}${path}`, {
-      ...init,
-      headers: { authorization: `Bearer ${this.options.apiKey}`, ...init.headers },
-      signal: AbortSignal.timeout(this.options.requestTimeoutMs ?? 30_000),
-    });
-    if (!res.ok) throw new UpstreamError(res.status, (await res.json().catch(() => ({}))) as UpstreamErrorBody);
+    let res: Response;
+    try {
+      res = await fetch(`${this.options.baseUrl.replace(/\/$/, '')}${path}`, {
+        ...init,
+        headers: { authorization: `Bearer ${this.options.apiKey}`, ...init.headers },
+        signal: AbortSignal.timeout(this.options.requestTimeoutMs ?? 30_000),
+      });
+    } catch (error) {
+      throw providerUnreachable(NAME, error, (error as Error).name === 'TimeoutError');
+    }
+    if (!res.ok) {
+      const body = await res.text().catch(() => '');
+      throw Object.assign(providerHttpError(NAME, res.status, body, retryAfterMs((h) => res.headers.get(h), Date.now())), { body: parseBody(body) });
+    }
     return res;
+  }
+
+  private async json<T>(res: Response): Promise<T> {
+    try {
+      return (await res.json()) as T;
+    } catch (error) {
+      throw new ProviderError({ kind: 'retryable', message: `${NAME} sent a malformed answer.`, detail: String(error) });
+    }
   }
 
   async start(job: GenerationJob, now: number): Promise<StartedGeneration | UpstreamFailure> {
     const form = new FormData();
-    form.set('model', this.options.models[job.model]);
+    form.set('model', this.options.model);
     form.set('prompt', job.prompt);
     form.set('seconds', job.seconds);
     form.set('size', job.size);
     try {
-      const video = (await (await this.call('/videos', { method: 'POST', body: form })).json()) as UpstreamVideo;
+      const video = await this.json<UpstreamVideo>(await this.call('/videos', { method: 'POST', body: form }));
       return { upstreamId: video.id, startedAt: now };
     } catch (error) {
-      // A 4xx other than rate limiting will not change on retry (except a quota the owner must top up).
-      if (error instanceof UpstreamError && error.status >= 400 && error.status < 500 && error.status !== 408) {
-        const code = error.body.error?.code;
-        if (error.status !== 429 || /quota/i.test(code ?? '')) {
-          return { status: 'failed', code: failureCode(code), message: error.body.error?.message ?? 'The upstream refused the job.' };
-        }
+      // A refusal of the prompt itself fails the job; anything else is the router's to fail over.
+      const code = error instanceof ProviderError && error.kind === 'request' ? (error as ProviderError & { body?: UpstreamErrorBody }).body?.error?.code : undefined;
+      if (code && failureCode(code) === 'content_policy_violation') {
+        return { status: 'failed', code: 'content_policy_violation', message: 'The provider refused the prompt under its content policy.' };
       }
       throw error;
     }
   }
 
   async poll(_job: GenerationJob, started: StartedGeneration): Promise<UpstreamStatus> {
-    const video = (await (await this.call(`/videos/${encodeURIComponent(started.upstreamId)}`)).json()) as UpstreamVideo;
+    const video = await this.json<UpstreamVideo>(await this.call(`/videos/${encodeURIComponent(started.upstreamId)}`));
     switch (video.status) {
       case 'completed':
         return { status: 'completed' };
       case 'failed':
-        return {
-          status: 'failed',
-          code: failureCode(video.error?.code),
-          message: video.error?.message ?? 'Video generation failed upstream.',
-        };
+        return { status: 'failed', code: failureCode(video.error?.code), message: FAILURE_MESSAGES[failureCode(video.error?.code)] };
       default:
         return { status: 'in_progress', progress: video.progress ?? 0 };
     }

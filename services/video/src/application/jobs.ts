@@ -5,7 +5,7 @@ import { distinctValues, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { type ActiveVideo, NotJobOwner, settlementDue, type VideoCommand, videoDecider, type VideoState, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
-import type { Billing, FileStore, GeneratedVideo, GenerationJob, Renderer, Scheduler, VideoProvider } from './ports';
+import type { Billing, FileStore, GeneratedVideo, GenerationJob, Renderer, Scheduler, ServingDeployment, VideoProvider, VideoRouting } from './ports';
 import { recordVideoEvents } from './telemetry';
 
 export interface JobTimings {
@@ -24,8 +24,8 @@ export interface JobDeps {
   commands: CommandHandler;
   readModels: ReadModels;
   billing: Billing;
-  /** The configured upstream for live keys, and the simulator (always used by test keys). */
-  providers: { live: VideoProvider; simulator: VideoProvider };
+  /** The deployments of each model for live keys, and the simulator (always used by test keys). */
+  providers: { live: VideoRouting; simulator: VideoProvider };
   temporary: FileStore;
   permanent: FileStore;
   renderer: Renderer;
@@ -170,7 +170,7 @@ export class VideoJobs {
     if (!due) return;
     const reply =
       due === 'capture'
-        ? await this.deps.billing.capture(state.orgId, state.videoId, state.costMicros)
+        ? await this.deps.billing.capture(state.orgId, state.videoId, state.costMicros, this.servedUsage(state))
         : await this.deps.billing.release(state.orgId, state.videoId);
     // No such reservation (an abandoned create that died before billing reserved): nothing is held.
     const nothingHeld = !reply.ok && reply.error.status === 404;
@@ -192,10 +192,40 @@ export class VideoJobs {
     this.track(state.videoId);
   }
 
-  private providerFor(state: ActiveVideo): VideoProvider {
+  /** What the capture paid for: the deployment that generated it and what that cost us. */
+  private servedUsage(state: ActiveVideo) {
+    const serving = state.upstream && this.deps.providers.live.deployment(state.model, state.upstream.provider);
+    if (!serving) return undefined;
+    const seconds = Number(state.seconds);
+    return {
+      product: 'video' as const,
+      model: state.model,
+      deployment: serving.id,
+      provider: serving.provider,
+      upstream_model: serving.upstreamModel,
+      seconds,
+      provider_cost_micros: seconds * serving.costMicrosPerSecond,
+    };
+  }
+
+  /**
+   * The adapter a started job is polled on: the simulator for test keys, else the deployment it was submitted
+   * to. Null when the catalog no longer has that deployment: nothing can reach the job any more.
+   */
+  private adapterOf(state: ActiveVideo, deployment: string): VideoProvider | null {
     const { live, simulator } = this.deps.providers;
     if (state.mode === 'test') return simulator;
-    return state.upstream?.provider === simulator.name ? simulator : live;
+    return live.deployment(state.model, deployment)?.adapter ?? null;
+  }
+
+  /** Submits a job: test keys to the simulator, live ones through the router (which fails over). */
+  private async submit(state: ActiveVideo, job: GenerationJob, now: number) {
+    const { live, simulator } = this.deps.providers;
+    if (state.mode === 'test') {
+      const answer = await simulator.start(job, now);
+      return 'status' in answer ? answer : { ...answer, deployment: simulator.name };
+    }
+    return live.start(job, now);
   }
 
   /**
@@ -208,7 +238,6 @@ export class VideoJobs {
       await this.fail(state, 'timeout', `Video generation did not finish within ${Math.round(timings.jobTimeoutMs / 1000)} seconds.`);
       return;
     }
-    const provider = this.providerFor(state);
     const job: GenerationJob = {
       videoId: state.videoId,
       model: state.model,
@@ -217,20 +246,27 @@ export class VideoJobs {
       size: state.size,
     };
     let started = state.upstream && { upstreamId: state.upstream.id, startedAt: state.upstream.startedAt };
-    if (!started) {
-      const answer = await provider.start(job, now);
+    let deployment = state.upstream?.provider;
+    if (!started || deployment === undefined) {
+      const answer = await this.submit(state, job, now);
       if ('status' in answer) return this.fail(state, answer.code, answer.message);
       started = answer;
+      deployment = answer.deployment;
       const running = await this.apply(state.videoId, {
         type: 'StartGeneration',
-        provider: provider.name,
+        provider: deployment,
         upstreamId: started.upstreamId,
         now: started.startedAt,
       });
-      const pollAt = provider.nextPollAt(job, started, now);
+      const pollAt = this.adapterOf(state, deployment)!.nextPollAt(job, started, now);
       if (pollAt > now) return this.track(state.videoId, pollAt);
       if (running.status !== 'in_progress') return this.track(state.videoId);
       state = running;
+    }
+    const provider = this.adapterOf(state, deployment);
+    if (!provider) {
+      this.deps.logger.error({ videoId: state.videoId, deployment }, 'video job recorded a deployment the catalog no longer has');
+      return this.fail(state, 'generation_failed', 'The provider running this video is no longer available.');
     }
     const status = await provider.poll(job, started, now);
     switch (status.status) {

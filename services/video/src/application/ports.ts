@@ -1,4 +1,4 @@
-import type { Reply, VideoFailureCode, VideoModel, VideoSeconds, VideoSize } from '@oc/contracts';
+import type { DeploymentStatus, Reply, ServedUsage, VideoFailureCode, VideoModel, VideoSeconds, VideoSize } from '@oc/contracts';
 
 /** What an upstream is asked to generate, and how it knows the job again after a restart. */
 export interface GenerationJob {
@@ -43,6 +43,30 @@ export interface VideoProvider {
   download(job: GenerationJob, started: StartedGeneration): Promise<GeneratedVideo>;
 }
 
+/** The deployment that serves a job, as the job remembers it across restarts. */
+export interface ServingDeployment {
+  id: string;
+  provider: string;
+  upstreamModel: string;
+  adapter: VideoProvider;
+  /** What it costs us, integer micro-USD per second of video. */
+  costMicrosPerSecond: number;
+}
+
+/** Each public video model's deployments, chosen per job and failed over at submission. */
+export interface VideoRouting {
+  /** The parameter of a request that no deployment of its model can serve (`seconds`, `size`). */
+  unsupported(job: Pick<GenerationJob, 'model' | 'seconds' | 'size'>): 'seconds' | 'size' | undefined;
+  /**
+   * Submits the job to one deployment that can serve it, failing over to the next on an outage; a refusal of the
+   * job itself (its prompt) is the answer. Throws when every deployment failed or none may take it now.
+   */
+  start(job: GenerationJob, now: number): Promise<(StartedGeneration & { deployment: string }) | UpstreamFailure>;
+  /** A deployment by the id a job recorded; undefined once the catalog no longer has it. */
+  deployment(model: VideoModel, id: string): ServingDeployment | undefined;
+  statuses(): DeploymentStatus[];
+}
+
 /** A place files live: the temporary (upstream) area or permanent object storage. */
 export interface FileStore {
   put(key: string, bytes: Buffer): Promise<void>;
@@ -73,7 +97,8 @@ export interface Scheduler {
 export interface Billing {
   /** `expiresAt` (unix seconds): billing releases the reservation itself if it is still open then. */
   reserve(orgId: string, videoId: string, amountMicros: number, description: string, expiresAt: number): Promise<Reply<unknown>>;
-  capture(orgId: string, videoId: string, amountMicros: number): Promise<Reply<unknown>>;
+  /** `usage`: the deployment that generated the video and what it cost us, recorded beside the charge. */
+  capture(orgId: string, videoId: string, amountMicros: number, usage?: ServedUsage): Promise<Reply<unknown>>;
   release(orgId: string, videoId: string): Promise<Reply<unknown>>;
 }
 

@@ -15,6 +15,7 @@ import {
   type VideoContentInfo,
   type VideoMessage,
   type VideoStatus,
+  type DeploymentStatus,
 } from '@oc/contracts';
 import { type CommandHandler, KeyedMutex } from '@oc/eventstore';
 import type { Logger } from 'pino';
@@ -25,7 +26,7 @@ import { idempotencyKeyDecider, type IdempotencyKeyState, idempotencyKeyStream }
 import { type VideoCommand, videoDecider, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
 import { ABANDONED_CREATE_MS, fileKey, type JobTimings, type VideoJobs } from './jobs';
-import type { Billing, FileStore } from './ports';
+import type { Billing, FileStore, VideoRouting } from './ports';
 import { recordVideoEvents } from './telemetry';
 
 export interface VideoServiceDeps {
@@ -38,6 +39,10 @@ export interface VideoServiceDeps {
   clock: Clock;
   ids: IdSource;
   prices: PriceTable;
+  /** What the deployments of each model can generate: a request none can serve is refused before it is charged. */
+  routing: Pick<VideoRouting, 'unsupported'>;
+  /** How each deployment fares, as this replica's router sees it. */
+  deployments(): DeploymentStatus[];
   timings: JobTimings;
   /** This replica's name: it runs the jobs of the videos it creates. */
   replicas: Pick<Replicas, 'self'>;
@@ -85,6 +90,10 @@ export class VideoService {
 
   private get videos() {
     return this.deps.readModels.collection<VideoDoc>(Collections.videos);
+  }
+
+  deployments(): DeploymentStatus[] {
+    return this.deps.deployments();
   }
 
   async create(m: VideoMessage<'create'>): Promise<Video> {
@@ -175,6 +184,15 @@ export class VideoService {
   private async createVideo(caller: Caller, request: CreateVideoRequest, remixedFrom: string | null): Promise<Video> {
     if (violatesContentPolicy(request.prompt)) {
       throw contentPolicyViolation('The prompt violates the content policy; nothing was created or charged.');
+    }
+    // Test keys are served by the simulator, which makes every length and size.
+    const unsupported = caller.mode === 'live' ? this.deps.routing.unsupported(request) : undefined;
+    if (unsupported) {
+      throw invalidRequest(
+        'unsupported_parameter',
+        `No provider serving ${request.model} here generates ${unsupported === 'seconds' ? `${request.seconds}-second videos` : `${request.seconds}-second videos of size ${request.size}`}; choose another ${unsupported}.`,
+        unsupported,
+      );
     }
     const key = caller.idempotency_key;
     if (key === undefined) return this.queue(caller, request, remixedFrom, null, this.deps.ids.next('video_'));

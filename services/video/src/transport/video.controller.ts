@@ -53,6 +53,11 @@ export class VideoController {
     return answer(VideoMessages.readContent, p, (m) => this.videos.readContent(m), this.unexpected);
   }
 
+  @MessagePattern(Subjects.video.deployments)
+  deployments(@Payload() p: unknown) {
+    return answer(z.unknown(), p, async () => ({ object: 'list' as const, data: this.videos.deployments() }), this.unexpected);
+  }
+
   @MessagePattern(Subjects.video.ping)
   ping(@Payload() p: unknown) {
     return answer(z.unknown(), p, () => this.videos.ping(), this.unexpected);

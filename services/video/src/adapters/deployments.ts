@@ -1,0 +1,201 @@
+import {
+  type ModelCatalog,
+  usdToMicros,
+  VIDEO_MODELS,
+  VIDEO_SECONDS,
+  VIDEO_SIZES,
+  type VideoDeploymentEntry,
+  type VideoModel,
+  type VideoProviderName,
+  type VideoSeconds,
+  type VideoSize,
+} from '@oc/contracts';
+import { deploymentBaseUrl, deploymentKey, type Environment } from '@oc/routing';
+import type { VideoProvider } from '../application/ports';
+import { FAL_VIDEO_DEFAULTS, FalVideoProvider, falVideoCapabilities } from './fal';
+import { GEMINI_VEO_VIDEO_DEFAULTS, GeminiVeoProvider, geminiVeoVideoCapabilities } from './gemini-veo';
+import { OpenAiVideoProvider } from './openai-provider';
+import { REPLICATE_VIDEO_DEFAULTS, ReplicateVideoProvider, replicateVideoCapabilities } from './replicate';
+
+/** One deployment of a video model, resolved: its key is in memory here and nowhere else. */
+export interface VideoDeploymentConfig {
+  id: string;
+  provider: VideoProviderName;
+  model: string;
+  apiKey: string | undefined;
+  baseUrl: string | undefined;
+  weight: number;
+  requestTimeoutMs: number;
+  pollIntervalMs: number;
+  maxConcurrency?: number | undefined;
+  rpm?: number | undefined;
+  seconds: VideoSeconds[];
+  sizes: VideoSize[];
+  costPerSecondUsd: number;
+}
+
+/** What a video deployment is, once its adapter exists: the router's view of it. */
+export interface VideoTarget {
+  provider: VideoProvider;
+  seconds: ReadonlySet<VideoSeconds>;
+  sizes: ReadonlySet<VideoSize>;
+  costMicrosPerSecond: number;
+}
+
+type KnownProvider = 'gemini' | 'fal' | 'replicate';
+interface ProviderDefaults {
+  defaults: Record<VideoModel, { model: string; seconds: readonly string[]; sizes: readonly string[]; cost_per_second_usd: number }>;
+  capabilities(model: string): { seconds: string[]; sizes: string[] } | undefined;
+}
+const PROVIDERS: Record<KnownProvider, ProviderDefaults> = {
+  gemini: { defaults: GEMINI_VEO_VIDEO_DEFAULTS, capabilities: geminiVeoVideoCapabilities },
+  fal: { defaults: FAL_VIDEO_DEFAULTS, capabilities: falVideoCapabilities },
+  replicate: { defaults: REPLICATE_VIDEO_DEFAULTS, capabilities: replicateVideoCapabilities },
+};
+
+const ALL = { seconds: [...VIDEO_SECONDS], sizes: [...VIDEO_SIZES] };
+const only = <T extends string>(values: readonly string[], allowed: readonly T[]) => allowed.filter((v) => values.includes(v));
+
+interface LegacyUpstream {
+  VIDEO_PROVIDER: 'simulator' | 'openai';
+  VIDEO_UPSTREAM_BASE_URL: string;
+  VIDEO_UPSTREAM_API_KEY?: string | undefined;
+  VIDEO_UPSTREAM_MODELS: Partial<Record<VideoModel, string>>;
+  VIDEO_UPSTREAM_POLL_MS: number;
+}
+
+/** Polls, unless the catalog says otherwise: the providers' guidance is no faster than every 5 to 10 s. */
+const POLL_MS = 5_000;
+/** One provider call (a submission, a poll, the MP4's download). */
+const REQUEST_TIMEOUT_MS = 60_000;
+
+/**
+ * Each video model's deployments: the catalog's, for the models it lists; otherwise the built-in order, which
+ * sends everything to the first provider whose key is set and fails over to the others: the earlier releases'
+ * VIDEO_PROVIDER=openai upstream, then GEMINI_API_KEY (Veo), FAL_KEY, REPLICATE_API_TOKEN; the simulator
+ * when none is set.
+ */
+export function videoDeployments(catalog: ModelCatalog | undefined, legacy: LegacyUpstream, env: Environment): Record<VideoModel, VideoDeploymentConfig[]> {
+  return Object.fromEntries(
+    VIDEO_MODELS.map((model) => {
+      const listed = catalog?.models[model]?.deployments;
+      return [model, listed ? listed.map((entry) => fromCatalog(model, entry, env)) : builtIn(model, legacy, env)];
+    }),
+  ) as Record<VideoModel, VideoDeploymentConfig[]>;
+}
+
+function builtIn(model: VideoModel, legacy: LegacyUpstream, env: Environment): VideoDeploymentConfig[] {
+  const deployments: VideoDeploymentConfig[] = [];
+  const weight = () => (deployments.length === 0 ? 1 : 0);
+  const legacyModel = legacy.VIDEO_UPSTREAM_MODELS[model];
+  if (legacy.VIDEO_PROVIDER === 'openai' && legacyModel) {
+    deployments.push({
+      // The earlier releases recorded `openai` as the provider of their jobs: the same id finds them again.
+      id: 'openai',
+      provider: 'openai',
+      model: legacyModel,
+      apiKey: legacy.VIDEO_UPSTREAM_API_KEY,
+      baseUrl: legacy.VIDEO_UPSTREAM_BASE_URL,
+      weight: weight(),
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+      pollIntervalMs: legacy.VIDEO_UPSTREAM_POLL_MS,
+      ...ALL,
+      costPerSecondUsd: 0,
+    });
+  }
+  for (const provider of ['gemini', 'fal', 'replicate'] as const) {
+    const apiKey = deploymentKey({ provider }, env);
+    if (!apiKey) continue;
+    const defaults = PROVIDERS[provider].defaults[model];
+    deployments.push({
+      id: provider,
+      provider,
+      model: defaults.model,
+      apiKey,
+      baseUrl: deploymentBaseUrl({ provider }, env),
+      weight: weight(),
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+      pollIntervalMs: POLL_MS,
+      seconds: only(defaults.seconds, VIDEO_SECONDS),
+      sizes: only(defaults.sizes, VIDEO_SIZES),
+      costPerSecondUsd: defaults.cost_per_second_usd,
+    });
+  }
+  if (deployments.length > 0) return deployments;
+  return [simulator()];
+}
+
+const simulator = (): VideoDeploymentConfig => ({
+  // The earlier releases recorded `simulator` as the provider of simulated jobs.
+  id: 'simulator',
+  provider: 'simulator',
+  model: 'simulator',
+  apiKey: undefined,
+  baseUrl: undefined,
+  weight: 1,
+  requestTimeoutMs: REQUEST_TIMEOUT_MS,
+  pollIntervalMs: POLL_MS,
+  ...ALL,
+  costPerSecondUsd: 0,
+});
+
+function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, env: Environment): VideoDeploymentConfig {
+  if (entry.provider === 'simulator') return { ...simulator(), id: entry.id, weight: entry.weight, seconds: entry.seconds ?? ALL.seconds, sizes: entry.sizes ?? ALL.sizes };
+  const apiKey = deploymentKey(entry, env);
+  if (!apiKey) throw new Error(`MODELS_FILE: deployment '${entry.id}' of ${publicModel} has no key (set ${entry.api_key_env ?? entry.api_key_file ?? `the ${entry.provider} key variable`})`);
+  const known = entry.provider === 'openai' ? ALL : PROVIDERS[entry.provider].capabilities(entry.model);
+  const seconds = entry.seconds ?? (known ? only(known.seconds, VIDEO_SECONDS) : undefined);
+  const sizes = entry.sizes ?? (known ? only(known.sizes, VIDEO_SIZES) : undefined);
+  if (!seconds || !sizes) {
+    throw new Error(`MODELS_FILE: deployment '${entry.id}' of ${publicModel}: ${entry.provider} model '${entry.model}' is not one we know; list its \`seconds\` and \`sizes\``);
+  }
+  const knownCost = entry.provider === 'openai' ? undefined : Object.values(PROVIDERS[entry.provider].defaults).find((d) => d.model === entry.model)?.cost_per_second_usd;
+  return {
+    id: entry.id,
+    provider: entry.provider,
+    model: entry.model,
+    apiKey,
+    baseUrl: deploymentBaseUrl(entry, env),
+    weight: entry.weight,
+    requestTimeoutMs: entry.timeout_ms ?? REQUEST_TIMEOUT_MS,
+    pollIntervalMs: entry.poll_interval_ms ?? POLL_MS,
+    maxConcurrency: entry.max_concurrency,
+    rpm: entry.rpm,
+    seconds,
+    sizes,
+    costPerSecondUsd: entry.cost?.per_second ?? knownCost ?? 0,
+  };
+}
+
+/** The adapter of one deployment, with what the router needs to know of it. */
+export function videoTarget(config: VideoDeploymentConfig, simulatorProvider: VideoProvider): VideoTarget {
+  return {
+    provider: videoAdapter(config, simulatorProvider),
+    seconds: new Set(config.seconds),
+    sizes: new Set(config.sizes),
+    costMicrosPerSecond: usdToMicros(config.costPerSecondUsd),
+  };
+}
+
+function videoAdapter(config: VideoDeploymentConfig, simulatorProvider: VideoProvider): VideoProvider {
+  const options = {
+    apiKey: config.apiKey ?? '',
+    ...(config.baseUrl ? { baseUrl: config.baseUrl } : {}),
+    model: config.model,
+    pollIntervalMs: config.pollIntervalMs,
+    requestTimeoutMs: config.requestTimeoutMs,
+  };
+  switch (config.provider) {
+    case 'simulator':
+      return simulatorProvider;
+    case 'openai':
+      if (!config.baseUrl) throw new Error(`video deployment '${config.id}': an OpenAI-compatible upstream needs its base URL`);
+      return new OpenAiVideoProvider({ ...options, baseUrl: config.baseUrl });
+    case 'gemini':
+      return new GeminiVeoProvider(options);
+    case 'fal':
+      return new FalVideoProvider(options);
+    case 'replicate':
+      return new ReplicateVideoProvider(options);
+  }
+}

@@ -1,0 +1,71 @@
+import { type VideoModel, VIDEO_MODELS } from '@oc/contracts';
+import { type DeploymentPool, deploymentStatuses, ProviderError } from '@oc/routing';
+import type { GenerationJob, ServingDeployment, StartedGeneration, UpstreamFailure, VideoRouting } from '../application/ports';
+import type { VideoTarget } from './deployments';
+
+/**
+ * The video models' deployments. A job is submitted to a weighted choice among the deployments that generate
+ * its length and size and may take a call now; an outage (connection, timeout, 429, 5xx, a wrong key) fails
+ * over to the next. Its answer, a started job or a refusal of the prompt, ends the choice: the job then stays
+ * with that deployment (its id is recorded with the provider's job id), polled there until it ends.
+ */
+export class RoutedVideoProviders implements VideoRouting {
+  constructor(
+    private readonly pools: Record<VideoModel, DeploymentPool<VideoTarget>>,
+    private readonly options: { now: () => number; onFailure(deployment: string, error: unknown): void },
+  ) {}
+
+  unsupported(job: Pick<GenerationJob, 'model' | 'seconds' | 'size'>): 'seconds' | 'size' | undefined {
+    const specs = this.pools[job.model].specs;
+    if (!specs.some((d) => d.target.seconds.has(job.seconds))) return 'seconds';
+    if (!specs.some((d) => d.target.sizes.has(job.size))) return 'size';
+    // Each is made somewhere, but not together.
+    if (!specs.some((d) => d.target.seconds.has(job.seconds) && d.target.sizes.has(job.size))) return 'size';
+    return undefined;
+  }
+
+  async start(job: GenerationJob, now: number): Promise<(StartedGeneration & { deployment: string }) | UpstreamFailure> {
+    const pool = this.pools[job.model];
+    const tried = new Set<string>();
+    let last: unknown;
+    for (;;) {
+      const acquired = pool.acquire((d) => d.target.seconds.has(job.seconds) && d.target.sizes.has(job.size), tried);
+      if (!acquired.lease) {
+        throw last ?? new ProviderError({ kind: 'retryable', message: `No deployment of ${job.model} can take a job now.`, detail: `all busy until ${acquired.retryAt}` });
+      }
+      const { lease } = acquired;
+      tried.add(lease.id);
+      const startedAt = this.options.now();
+      try {
+        const answer = await lease.spec.target.provider.start(job, now);
+        lease.succeeded(this.options.now() - startedAt);
+        return 'status' in answer ? answer : { ...answer, deployment: lease.id };
+      } catch (error) {
+        lease.failed(error);
+        this.options.onFailure(lease.id, error);
+        // The provider refused what was asked: another would refuse it too, and the job cannot succeed.
+        if (error instanceof ProviderError && error.kind === 'request') {
+          return { status: 'failed', code: 'generation_failed', message: `The provider serving ${job.model} refused the request.` };
+        }
+        last = error;
+      }
+    }
+  }
+
+  deployment(model: VideoModel, id: string): ServingDeployment | undefined {
+    const spec = this.pools[model].specs.find((d) => d.id === id);
+    return (
+      spec && {
+        id: spec.id,
+        provider: spec.provider,
+        upstreamModel: spec.model,
+        adapter: spec.target.provider,
+        costMicrosPerSecond: spec.target.costMicrosPerSecond,
+      }
+    );
+  }
+
+  statuses() {
+    return VIDEO_MODELS.flatMap((model) => deploymentStatuses(model, this.pools[model].stats()));
+  }
+}
