@@ -37,6 +37,7 @@ export const VideoConfigSchema = z.object({
     'video-2': 'sora-2',
     'video-2-pro': 'sora-2-pro',
   }),
+  /** How often a running job is polled at its provider (unless its catalog entry says): no faster than the providers' guidance of 5 s. */
   VIDEO_UPSTREAM_POLL_MS: ms(5_000),
   /** 0: a simulated job completes in the step that starts it. */
   SIM_VIDEO_DURATION_MS: z.coerce.number().int().nonnegative().default(20_000),

@@ -64,8 +64,6 @@ interface LegacyUpstream {
   VIDEO_UPSTREAM_POLL_MS: number;
 }
 
-/** Polls, unless the catalog says otherwise: the providers' guidance is no faster than every 5 to 10 s. */
-const POLL_MS = 5_000;
 /** One provider call (a submission, a poll, the MP4's download). */
 const REQUEST_TIMEOUT_MS = 60_000;
 
@@ -79,7 +77,7 @@ export function videoDeployments(catalog: ModelCatalog | undefined, legacy: Lega
   return Object.fromEntries(
     VIDEO_MODELS.map((model) => {
       const listed = catalog?.models[model]?.deployments;
-      return [model, listed ? listed.map((entry) => fromCatalog(model, entry, env)) : builtIn(model, legacy, env)];
+      return [model, listed ? listed.map((entry) => fromCatalog(model, entry, legacy.VIDEO_UPSTREAM_POLL_MS, env)) : builtIn(model, legacy, env)];
     }),
   ) as Record<VideoModel, VideoDeploymentConfig[]>;
 }
@@ -115,17 +113,17 @@ function builtIn(model: VideoModel, legacy: LegacyUpstream, env: Environment): V
       baseUrl: deploymentBaseUrl({ provider }, env),
       weight: weight(),
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
-      pollIntervalMs: POLL_MS,
+      pollIntervalMs: legacy.VIDEO_UPSTREAM_POLL_MS,
       seconds: only(defaults.seconds, VIDEO_SECONDS),
       sizes: only(defaults.sizes, VIDEO_SIZES),
       costPerSecondUsd: defaults.cost_per_second_usd,
     });
   }
   if (deployments.length > 0) return deployments;
-  return [simulator()];
+  return [simulator(legacy.VIDEO_UPSTREAM_POLL_MS)];
 }
 
-const simulator = (): VideoDeploymentConfig => ({
+const simulator = (pollIntervalMs: number): VideoDeploymentConfig => ({
   // The earlier releases recorded `simulator` as the provider of simulated jobs.
   id: 'simulator',
   provider: 'simulator',
@@ -134,13 +132,13 @@ const simulator = (): VideoDeploymentConfig => ({
   baseUrl: undefined,
   weight: 1,
   requestTimeoutMs: REQUEST_TIMEOUT_MS,
-  pollIntervalMs: POLL_MS,
+  pollIntervalMs,
   ...ALL,
   costPerSecondUsd: 0,
 });
 
-function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, env: Environment): VideoDeploymentConfig {
-  if (entry.provider === 'simulator') return { ...simulator(), id: entry.id, weight: entry.weight, seconds: entry.seconds ?? ALL.seconds, sizes: entry.sizes ?? ALL.sizes };
+function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, pollMs: number, env: Environment): VideoDeploymentConfig {
+  if (entry.provider === 'simulator') return { ...simulator(entry.poll_interval_ms ?? pollMs), id: entry.id, weight: entry.weight, seconds: entry.seconds ?? ALL.seconds, sizes: entry.sizes ?? ALL.sizes };
   const apiKey = deploymentKey(entry, env);
   if (!apiKey) throw new Error(`MODELS_FILE: deployment '${entry.id}' of ${publicModel} has no key (set ${entry.api_key_env ?? entry.api_key_file ?? `the ${entry.provider} key variable`})`);
   const known = entry.provider === 'openai' ? ALL : PROVIDERS[entry.provider].capabilities(entry.model);
@@ -158,7 +156,7 @@ function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, env: 
     baseUrl: deploymentBaseUrl(entry, env),
     weight: entry.weight,
     requestTimeoutMs: entry.timeout_ms ?? REQUEST_TIMEOUT_MS,
-    pollIntervalMs: entry.poll_interval_ms ?? POLL_MS,
+    pollIntervalMs: entry.poll_interval_ms ?? pollMs,
     maxConcurrency: entry.max_concurrency,
     rpm: entry.rpm,
     seconds,
