@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { type ModelCatalog, ModelCatalogSchema } from '@oc/contracts';
 import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
 
 /** Each provider's usual variables, as its own SDK and documentation name them. */
 export const PROVIDER_ENV: Record<string, { key: string; baseUrl: string }> = {
@@ -58,4 +59,33 @@ export function deploymentKey(entry: { provider: string; api_key_env?: string | 
 export function deploymentBaseUrl(entry: { provider: string; base_url?: string | undefined }, env: Environment): string | undefined {
   const variable = PROVIDER_ENV[entry.provider]?.baseUrl;
   return entry.base_url ?? (variable ? env[variable] || undefined : undefined);
+}
+
+/** The providers' usual variables, validated at boot with the rest of a service's settings. */
+export const ProviderEnvSchema = z.object({
+  OPENAI_API_KEY: z.string().min(1).optional(),
+  OPENAI_BASE_URL: z.url().optional(),
+  ANTHROPIC_API_KEY: z.string().min(1).optional(),
+  ANTHROPIC_BASE_URL: z.url().optional(),
+  GEMINI_API_KEY: z.string().min(1).optional(),
+  GEMINI_BASE_URL: z.url().optional(),
+  FAL_KEY: z.string().min(1).optional(),
+  FAL_BASE_URL: z.url().optional(),
+  REPLICATE_API_TOKEN: z.string().min(1).optional(),
+  REPLICATE_BASE_URL: z.url().optional(),
+});
+
+/**
+ * Where deployments find their keys: the validated settings for the providers' usual variables, and the process
+ * environment for any other variable a catalog names.
+ */
+export function providerEnvironment(settings: object, processEnv: Environment = process.env): Environment {
+  const env: Environment = { ...processEnv };
+  for (const { key, baseUrl } of Object.values(PROVIDER_ENV)) {
+    for (const name of [key, baseUrl]) {
+      const value = (settings as Record<string, unknown>)[name];
+      if (typeof value === 'string') env[name] = value;
+    }
+  }
+  return env;
 }

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { usdToMicros } from '@oc/contracts';
-import { readCatalogFile } from '@oc/routing';
+import { ProviderEnvSchema, providerEnvironment, readCatalogFile } from '@oc/routing';
 import { z } from 'zod';
 import { type ChatDeploymentConfig, chatDeployments } from './adapters/deployments';
 import type { ChatPricing, CompletionLifecycle } from './application/chat';
@@ -9,7 +9,7 @@ import type { ChatPricing, CompletionLifecycle } from './application/chat';
  * The chat service's settings, shared by its own process and the standalone one. Defaults: the
  * simulator upstream, the spec's 0.08 USD per 1,000 tokens and 128K-token context.
  */
-export const ChatConfigSchema = z.object({
+export const ChatConfigSchema = ProviderEnvSchema.extend({
   /** The model catalog (YAML or JSON); without it, every provider whose key is set serves chat-2 (docs/providers.md). */
   MODELS_FILE: z.string().min(1).optional(),
   /** The one OpenAI-compatible upstream of earlier releases: kept, as one deployment named `openai`. */
@@ -32,20 +32,17 @@ export const ChatConfigSchema = z.object({
 export type ChatConfig = z.infer<typeof ChatConfigSchema>;
 
 /**
- * The settings the chat service runs on. `env` holds the providers' keys (OPENAI_API_KEY …, or the variables a
- * catalog names): they are read here and kept only in the adapters' memory.
+ * The settings the chat service runs on. The providers' keys (OPENAI_API_KEY …, or the variables a catalog names)
+ * are read here and kept only in the adapters' memory.
  */
-export function chatSettings(
-  config: ChatConfig,
-  env: Record<string, string | undefined> = process.env,
-): {
+export function chatSettings(config: ChatConfig): {
   deployments: ChatDeploymentConfig[];
   pricing: ChatPricing;
   lifecycle: CompletionLifecycle;
   simulatorWordDelayMs: number;
 } {
   return {
-    deployments: chatDeployments(config.MODELS_FILE ? readCatalogFile(config.MODELS_FILE) : undefined, config, env),
+    deployments: chatDeployments(config.MODELS_FILE ? readCatalogFile(config.MODELS_FILE) : undefined, config, providerEnvironment(config)),
     pricing: {
       microsPer1kTokens: usdToMicros(config.CHAT_PRICE_PER_1K_TOKENS_USD),
       defaultMaxTokens: config.CHAT_DEFAULT_MAX_TOKENS,

@@ -11,7 +11,7 @@ import { videoReadModels } from './projections';
 import { billingOver } from './adapters/billing-client';
 import { FfmpegRenderer } from './adapters/ffmpeg-renderer';
 import { LocalFileStore } from './adapters/local-file-store';
-import { DeploymentPool, readCatalogFile } from '@oc/routing';
+import { DeploymentPool, providerEnvironment, readCatalogFile } from '@oc/routing';
 import { type VideoDeploymentConfig, type VideoTarget, videoDeployments, videoTarget } from './adapters/deployments';
 import { RoutedVideoProviders } from './adapters/routed-providers';
 import { ClockScheduler } from './adapters/scheduler';
@@ -77,7 +77,7 @@ export class VideoModule {
  */
 function routedProviders(runtime: VideoRuntime, simulator: VideoProvider): { live: RoutedVideoProviders; simulator: VideoProvider } {
   const { config } = runtime;
-  const deployments = runtime.deployments ?? videoDeployments(config.MODELS_FILE ? readCatalogFile(config.MODELS_FILE) : undefined, config, process.env);
+  const deployments = runtime.deployments ?? videoDeployments(config.MODELS_FILE ? readCatalogFile(config.MODELS_FILE) : undefined, config, providerEnvironment(config));
   const traced = telemetryEnabled();
   const trace = (inner: VideoProvider, provider: string, model: string) =>
     traced ? traceVideoProvider(inner, { provider, modelOf: () => model }) : inner;

@@ -1,4 +1,5 @@
 import { type ConfigurationCheck, VIDEO_MODELS } from '@oc/contracts';
+import { ProviderEnvSchema } from '@oc/routing';
 import { z } from 'zod';
 import { DEFAULT_PRICES, PriceTableSchema } from './domain/pricing';
 
@@ -19,7 +20,7 @@ const ms = (fallback: number) => z.coerce.number().int().positive().default(fall
 const MINUTE = 60_000;
 
 /** The video service's settings (its own process, and the standalone's share of the environment). */
-export const VideoConfigSchema = z.object({
+export const VideoConfigSchema = ProviderEnvSchema.extend({
   /** Base of the absolute `url` values; the standalone defaults it to the address it listens on. */
   PUBLIC_BASE_URL: z.url().optional(),
   /**
