@@ -54,21 +54,22 @@ export class RoutedChatProvider implements ChatProvider {
       if (!acquired.lease) throw this.exhausted(last, acquired.retryAt);
       const { lease } = acquired;
       tried.add(lease.id);
-      const served = servedBy(lease.spec);
+      const served: GenerationEvent = { type: 'served', served: servedBy(lease.spec) };
       const startedAt = this.options.now();
       let firstByteMs: number | undefined;
       let relayed = false;
-      const held: GenerationEvent[] = [];
+      const held: GenerationEvent[] = [served];
       let finished = false;
       try {
         for await (const event of lease.spec.target.provider.generate(request, signal)) {
           firstByteMs ??= this.options.now() - startedAt;
-          const out: GenerationEvent = event.type === 'finish' ? { ...event, served } : event;
           if (event.type === 'finish') finished = true;
-          if (!request.stream) held.push(out);
+          if (!request.stream) held.push(event);
           else {
+            // The deployment is named once its answer has started: a failover before then names the next one.
+            if (!relayed) yield* held.splice(0);
             relayed = true;
-            yield out;
+            yield event;
           }
         }
       } catch (error) {

@@ -35,7 +35,7 @@ export function traceChatProvider(inner: ChatProvider, options: TracedProviderOp
       try {
         for await (const event of inner.generate(request, signal)) {
           if (event.type === 'content') text += event.text;
-          else {
+          else if (event.type === 'finish') {
             finished = true;
             span?.setAttribute('gen_ai.response.finish_reasons', [event.finishReason]);
             span?.setAttribute('gen_ai.usage.input_tokens', event.usage?.prompt_tokens ?? request.promptTokens ?? 0);

@@ -481,11 +481,6 @@ export class ChatService {
   private async generate(job: Job, sink: Sink, signal: AbortSignal): Promise<Outcome> {
     const provider = job.caller.mode === 'test' ? this.deps.simulator : this.deps.provider;
     const outcome: Outcome = { choices: [], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, providerCostMicros: 0 };
-    const count = (usage: Usage) => {
-      outcome.usage.prompt_tokens += usage.prompt_tokens;
-      outcome.usage.completion_tokens += usage.completion_tokens;
-      outcome.usage.total_tokens = outcome.usage.prompt_tokens + outcome.usage.completion_tokens;
-    };
     for (const [index, prompt] of job.prompts.entries()) {
       if (signal.aborted) break;
       let text = '';
@@ -497,30 +492,35 @@ export class ChatService {
           if (event.type === 'content') {
             text += event.text;
             await sink({ type: 'content', index, text: event.text });
-          } else {
+          } else if (event.type === 'finish') {
             finishReason = event.finishReason;
             reported = event.usage;
-            served = event.served;
             await sink({ type: 'finish', index, finishReason });
-          }
+          } else served = event.served;
         }
       } catch (error) {
         // What reached the client is paid for (its prompt and the text it got); nothing else is.
         const delivered = text !== '' || outcome.choices.some((c) => c.text !== '');
         if (sink === discard || !delivered) throw error;
-        count({ prompt_tokens: prompt.promptTokens, completion_tokens: this.deps.tokenizer.count(text), total_tokens: 0 });
+        this.add(outcome, { prompt_tokens: prompt.promptTokens, completion_tokens: this.deps.tokenizer.count(text), total_tokens: 0 }, served);
         outcome.choices.push({ text, finishReason: 'stop' });
         throw new FailedAfterDelivery(outcome, error);
       }
-      const counted = reported ?? { prompt_tokens: prompt.promptTokens, completion_tokens: this.deps.tokenizer.count(text), total_tokens: 0 };
-      count(counted);
-      if (served) {
-        outcome.served = served;
-        outcome.providerCostMicros += providerCostMicros(counted, served);
-      }
+      this.add(outcome, reported ?? { prompt_tokens: prompt.promptTokens, completion_tokens: this.deps.tokenizer.count(text), total_tokens: 0 }, served);
       outcome.choices.push({ text, finishReason });
     }
     return outcome;
+  }
+
+  /** Adds one choice's usage, and what it cost us at the prices of the deployment that served it. */
+  private add(outcome: Outcome, usage: Usage, served: ServedBy | undefined) {
+    outcome.usage.prompt_tokens += usage.prompt_tokens;
+    outcome.usage.completion_tokens += usage.completion_tokens;
+    outcome.usage.total_tokens = outcome.usage.prompt_tokens + outcome.usage.completion_tokens;
+    if (served) {
+      outcome.served = served;
+      outcome.providerCostMicros += providerCostMicros(usage, served);
+    }
   }
 
   /**

@@ -25,9 +25,11 @@ export interface ServedBy {
 }
 
 export type GenerationEvent =
+  /** From the router, before the answer's first text: the deployment answering. */
+  | { type: 'served'; served: ServedBy }
   | { type: 'content'; text: string }
-  /** `usage` when the provider reports it; otherwise it is counted with our tokenizer. `served`: set by the router. */
-  | { type: 'finish'; finishReason: FinishReason; usage?: Usage; served?: ServedBy };
+  /** `usage` when the provider reports it; otherwise it is counted with our tokenizer. */
+  | { type: 'finish'; finishReason: FinishReason; usage?: Usage };
 
 /**
  * An upstream model, or the router over several. Aborting `signal` stops the call; the iteration then ends early
