@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fail, ManualClock, ok, sortableIds, type Reply, serviceUnavailable, Subjects, type Video } from '@oc/contracts';
@@ -19,6 +19,8 @@ import { expectedPresignedSignature } from './sigv4';
 class FakeBilling {
   readonly reserved = new Map<string, number>();
   readonly captures: string[] = [];
+  /** What each capture recorded of the deployment that served it. */
+  readonly usages = new Map<string, unknown>();
   readonly releases: string[] = [];
   unavailableCaptures = 0;
   /** Reserve, then never answer: the video service dies before it hears back. */
@@ -39,7 +41,10 @@ class FakeBilling {
           this.unavailableCaptures--;
           return fail(serviceUnavailable());
         }
-        if (this.reserved.delete(id)) this.captures.push(id);
+        if (this.reserved.delete(id)) {
+          this.captures.push(id);
+          this.usages.set(id, payload.usage);
+        }
         return ok({ reservation_id: id } as T);
       case Subjects.billing.releaseReservation:
         if (this.reserved.delete(id)) this.releases.push(id);
@@ -197,6 +202,58 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     await runDue();
     expect(await retrieve(created.id)).toMatchObject({ status: 'failed', progress: 0, error: { code: expected } });
     expect(billing.releases).toEqual([created.id]);
+  });
+
+  it('fails a submission over to the next deployment of the catalog when the first is down, polls the job there, and records it with the charge', async () => {
+    const down = await startFakeUpstream(API_KEY, mp4);
+    try {
+      down.refuseNextCreate(503, 'server_error', 'Overloaded.');
+      const catalog = join(dataDir, 'models.yaml');
+      await writeFile(
+        catalog,
+        [
+          'models:',
+          '  video-2:',
+          '    deployments:',
+          '      - { id: primary, provider: openai, model: sora-2, base_url: "' + down.url + '", cost: { per_second: 0.05 } }',
+          '      - { id: backup, provider: openai, model: sora-2-backup, base_url: "' + upstream.url + '", weight: 0, cost: { per_second: 0.07 } }',
+        ].join('\n'),
+      );
+      const { service } = await start({ MODELS_FILE: catalog, OPENAI_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator' });
+      const created = await service.create(request);
+      await runDue();
+      expect(upstreamJob()).toMatchObject({ model: 'sora-2-backup' });
+      expect((await retrieve(created.id)).status).toBe('in_progress');
+      // A restart finds the job on the deployment it recorded, not on the first of the catalog.
+      await start({ MODELS_FILE: catalog, OPENAI_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator' });
+      Object.assign(upstreamJob(), { status: 'completed', progress: 100 });
+      clock.advance(5_000);
+      await runDue();
+      expect((await retrieve(created.id)).status).toBe('completed');
+      expect(billing.captures).toEqual([created.id]);
+      expect(billing.usages.get(created.id)).toEqual({
+        product: 'video',
+        model: 'video-2',
+        deployment: 'backup',
+        provider: 'openai',
+        upstream_model: 'sora-2-backup',
+        seconds: 4,
+        provider_cost_micros: 280_000,
+      });
+    } finally {
+      await down.close();
+    }
+  });
+
+  it('refuses a length no deployment of the model makes with 400 unsupported_parameter, before anything is held', async () => {
+    const catalog = join(dataDir, 'models.yaml');
+    await writeFile(catalog, `models:\n  video-2:\n    deployments:\n      - { id: short, provider: openai, model: sora-2, base_url: "${upstream.url}", seconds: ["4", "8"] }\n`);
+    const { service } = await start({ MODELS_FILE: catalog, OPENAI_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator' });
+    const failure = await service.create({ ...request, seconds: '12' }).catch((error: unknown) => error);
+    expect(failure).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'seconds' });
+    expect(billing.reserved.size).toBe(0);
+    // A test key's video is the simulator's, which makes every length.
+    expect((await service.create({ ...request, mode: 'test', seconds: '12' })).status).toBe('queued');
   });
 
   it('retries a capture billing could not take, across a restart, and captures exactly once', async () => {
