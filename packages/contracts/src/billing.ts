@@ -17,6 +17,7 @@ export const ServedUsageSchema = z.object({
   provider_cost_micros: z.int().nonnegative(),
 });
 export type ServedUsage = z.infer<typeof ServedUsageSchema>;
+import { UsageQuery, USAGE_GROUPS } from './providers';
 import { ScopeSchema } from './scopes';
 import { CustomLimitsSchema, OrganizationLimitsSchema, TierSchema } from './tiers';
 
@@ -234,6 +235,8 @@ export const BillingMessages = {
   releaseHeldReservations: z.object({ holder: HolderSchema }),
   dailySpend: DaysQuery.extend(OrgRef),
   keyDailyUsage: DaysQuery.extend(OrgRef),
+  /** `UsageQuery` as the gateway parsed it (`group_by` a list); billing fills in the days left out, by its clock. */
+  providerUsage: UsageQuery.extend({ group_by: z.array(z.enum(USAGE_GROUPS)) }),
   /** The gateway hashes the password (scrypt); the password itself never travels past the gateway. */
   createMember: z.object({ ...OrgRef, email: EmailSchema, name: z.string().nullable(), password_hash: z.string().min(1) }),
   listMembers: z.object(OrgRef),

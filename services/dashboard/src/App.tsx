@@ -9,6 +9,7 @@ import { ChatSessions } from './pages/ChatSessions';
 import { Webhooks } from './pages/Webhooks';
 import { Ledger } from './pages/Ledger';
 import { Organizations, OrganizationDetail } from './pages/Organizations';
+import { Providers } from './pages/Providers';
 
 export function App() {
   return (
@@ -28,7 +29,10 @@ const MEMBER_PAGES = [
   { path: '/webhooks', label: 'Webhooks' },
   { path: '/ledger', label: 'Ledger' },
 ];
-const OPERATOR_PAGES = [{ path: '/', label: 'Organizations' }];
+const OPERATOR_PAGES = [
+  { path: '/', label: 'Organizations' },
+  { path: '/providers', label: 'Providers' },
+];
 
 function NavLink({ path, label }: { path: string; label: string }) {
   const [active] = useRoute(path === '/' ? '/' : `${path}/*?`);
@@ -74,6 +78,7 @@ function Shell() {
           <Switch>
             <Route path="/" component={Organizations} />
             <Route path="/organizations/:id">{(p) => <OrganizationDetail id={p.id} />}</Route>
+            <Route path="/providers" component={Providers} />
             <Route>
               <Redirect to="/" />
             </Route>

@@ -475,3 +475,182 @@ function auditContrast(mode: 'text' | 'focus' | 'reset'): string[] {
   }
   return problems;
 }
+
+/**
+ * The operators' Providers page against a running service: each model's deployments with their circuits, the
+ * usage report after a paid request, and nothing of it for a member.
+ */
+describe.skipIf(!chromiumInstalled())('the console’s Providers page in Chromium', () => {
+  let dir: string;
+  let app: Standalone;
+  let browser: Browser;
+  let page: Page;
+  let key = '';
+  const consoleErrors: string[] = [];
+  /** Every API answer the browser got, checked against the OpenAPI document: what failed to match. */
+  const answers: Promise<string | undefined>[] = [];
+
+  const admin = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${app.url}/admin/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    return (await res.json()) as any;
+  };
+  const wider = () =>
+    page.evaluate(() => {
+      const { document: doc, innerWidth } = globalThis as any;
+      return {
+        scrollWidth: doc.documentElement.scrollWidth as number,
+        innerWidth: innerWidth as number,
+        outside: [...doc.querySelectorAll('body *')]
+          .filter((e: any) => e.getBoundingClientRect().right > innerWidth + 1 && !e.closest('.table-wrap'))
+          .map((e: any) => `${e.tagName.toLowerCase()}.${e.className}`),
+      };
+    });
+  const deploymentRow = (model: string) =>
+    page
+      .locator('tbody tr')
+      .filter({ has: page.getByRole('cell', { name: model, exact: true }) })
+      .filter({ has: page.getByRole('cell', { name: 'simulator', exact: true }) });
+
+  beforeAll(async () => {
+    await mkdir(ARTIFACTS, { recursive: true });
+    dir = await mkdtemp(join(tmpdir(), 'oc-dashboard-providers-'));
+    app = await startStandalone({
+      config: loadStandaloneConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, ADMIN_TOKEN, LOG_LEVEL: 'silent', CHAT_SIMULATOR_WORD_DELAY_MS: '1' }),
+    });
+    const acme = await admin('POST', '/organizations', { name: 'Acme', tier: 'standard' });
+    await admin('POST', `/organizations/${acme.id}/credits`, { amount: 10 });
+    await admin('POST', `/organizations/${acme.id}/members`, { email: 'ada@acme.test', password: PASSWORD });
+    key = (await admin('POST', `/organizations/${acme.id}/keys`, { name: 'ci', scopes: ['chat:write'] })).key;
+
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    page = await context.newPage();
+    page.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push(`${message.text()} ${message.location().url}`);
+    });
+    page.on('pageerror', (error) => consoleErrors.push(error.message));
+    page.on('response', (response) => {
+      const url = new URL(response.url());
+      if (url.origin !== app.url || !url.pathname.startsWith('/console/v1/')) return;
+      answers.push(
+        (async () => {
+          // Inside the try too: an answer still arriving as the browser closes must not fail the run unobserved.
+          try {
+            const headers = new Headers(await response.allHeaders());
+            const text = /^application\/json/.test(headers.get('content-type') ?? '') ? await response.text() : '';
+            await expectConformance(app.url, response.request().method(), url, response.status(), headers, text);
+            return undefined;
+          } catch (error) {
+            return (error as Error).message;
+          }
+        })(),
+      );
+    });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('shows an operator the simulator deployment of chat-2 and video-2 with a closed circuit, at 1280 px and at 375 px', async () => {
+    await page.goto(`${app.url}/dashboard/`);
+    await page.getByRole('button', { name: 'Sign in as an operator' }).click();
+    await page.getByLabel('Admin token').fill(ADMIN_TOKEN);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Providers' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Providers' }).waitFor();
+    for (const width of [1280, 375]) {
+      await page.setViewportSize({ width, height: 900 });
+      for (const model of ['chat-2', 'video-2']) {
+        await expect.poll(() => deploymentRow(model).getByTestId('circuit').textContent()).toBe('closed');
+      }
+      await expect.poll(() => page.getByText(/^Loading /).count()).toBe(0);
+      const fit = await wider();
+      expect(fit.outside).toEqual([]);
+      expect(fit.scrollWidth).toBeLessThanOrEqual(fit.innerWidth);
+      await page.screenshot({ path: join(ARTIFACTS, `providers-${width}.png`), fullPage: true });
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+    expect(await contrastProblems()).toEqual([]);
+  });
+
+  it('reports what a chat completion used and earned, grouped as asked', async () => {
+    const chat = await fetch(`${app.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat-2', messages: [{ role: 'user', content: 'Name three rivers.' }] }),
+    });
+    expect(chat.status).toBe(200);
+    const { usage } = (await chat.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
+    const usageSection = page.getByRole('region', { name: /^Usage/ });
+    await usageSection.getByRole('checkbox', { name: 'Deployment' }).check();
+    const row = usageSection.locator('tbody tr', { hasText: 'chat-2' });
+    // The report is read from a projection: asked again until it has caught up with the capture.
+    await expect
+      .poll(async () => {
+        await usageSection.getByRole('button', { name: 'Show usage' }).click();
+        await expect.poll(() => usageSection.getByText(/^Loading /).count()).toBe(0);
+        return row.count();
+      })
+      .toBe(1);
+    expect(await usageSection.locator('thead th').allTextContents()).toEqual([
+      'Model',
+      'Provider',
+      'Deployment',
+      'Requests',
+      'Input tokens',
+      'Output tokens',
+      'Seconds',
+      'Revenue',
+      'Provider cost',
+      'Margin',
+    ]);
+    const cells = await row.locator('td').allTextContents();
+    expect(cells.slice(0, 2)).toEqual(['chat-2', 'simulator']);
+    expect(cells.slice(3, 7)).toEqual(['1', String(usage.prompt_tokens), String(usage.completion_tokens), '0']);
+    // The simulator costs us nothing: all of the charge is margin.
+    expect(cells[8]).toBe('$0.00');
+    expect(cells[9]).toBe(cells[7]);
+    expect(cells[7]).not.toBe('$0.00');
+    await page.screenshot({ path: join(ARTIFACTS, 'providers-usage.png'), fullPage: true });
+  });
+
+  it('is not offered to a member, nor shown at its address', async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('Email').fill('ada@acme.test');
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    expect(await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Providers' }).count()).toBe(0);
+    // The overview's answers are all in before the page is left, so each can be checked against the document.
+    await page.waitForLoadState('networkidle');
+    await page.goto(`${app.url}/dashboard/providers`);
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    expect(await page.getByText('simulator').count()).toBe(0);
+  });
+
+  it('logged no error in the browser console, and every answer was as the OpenAPI document says', async () => {
+    expect(consoleErrors).toEqual([]);
+    expect((await Promise.all(answers)).filter((p) => p !== undefined)).toEqual([]);
+    expect(answers.length).toBeGreaterThan(3);
+  });
+
+  /** Text at 4.5:1 and the focus outline at 3:1, as on every other page (`auditContrast`). */
+  async function contrastProblems(): Promise<string[]> {
+    const problems = await page.evaluate(auditContrast, 'text' as const);
+    await page.evaluate(auditContrast, 'reset' as const);
+    for (let presses = 0; presses < 150; presses++) {
+      await page.keyboard.press('Tab');
+      const step = await page.evaluate(auditContrast, 'focus' as const);
+      if (step[0] === 'done') break;
+      problems.push(...step);
+    }
+    return problems;
+  }
+});

@@ -1,4 +1,4 @@
-import { type BillingEvent, unixSeconds } from '@oc/contracts';
+import { type BillingEvent, type ServedUsage, unixSeconds } from '@oc/contracts';
 import type { StoredEvent } from '@oc/eventstore';
 import { documentProjection, type Projection } from '@oc/readmodel';
 import {
@@ -11,6 +11,9 @@ import {
   type MemberDoc,
   type OpenReservationDoc,
   type OrganizationDoc,
+  type ProviderUsageDoc,
+  type ProviderUsageFigures,
+  type ProviderUsageTotalDoc,
 } from './documents';
 
 /** Reservation ids are chosen by the products, so only unique within an organization. */
@@ -215,4 +218,57 @@ export const dailyFiguresProjection: Projection = {
   },
 };
 
-export const billingProjections = [accountsProjection, apiKeysProjection, membersProjection, consoleSessionsProjection, dailyFiguresProjection];
+type Served = Pick<ProviderUsageFigures, 'day' | 'model' | 'provider' | 'deployment'>;
+
+const withCapture = <T extends ProviderUsageFigures>(doc: T, usage: ServedUsage, chargedMicros: number): T => ({
+  ...doc,
+  requests: doc.requests + 1,
+  input_tokens: doc.input_tokens + (usage.input_tokens ?? 0),
+  output_tokens: doc.output_tokens + (usage.output_tokens ?? 0),
+  seconds: doc.seconds + (usage.seconds ?? 0),
+  revenue_micros: doc.revenue_micros + chargedMicros,
+  provider_cost_micros: doc.provider_cost_micros + usage.provider_cost_micros,
+});
+
+const noFigures = (served: Served): ProviderUsageFigures => ({
+  ...served,
+  requests: 0,
+  input_tokens: 0,
+  output_tokens: 0,
+  seconds: 0,
+  revenue_micros: 0,
+  provider_cost_micros: 0,
+});
+
+/**
+ * What each deployment served per UTC day, per organization and over all of them, from the usage that
+ * captures carry. Captures without usage (made before providers, or by products that report none) are left out.
+ */
+export const providerUsageProjection: Projection = {
+  name: 'billing-provider-usage',
+  canHandle: ['ReservationCaptured'],
+  async handle(stored, ctx) {
+    const event = stored as Stored;
+    if (event.type !== 'ReservationCaptured' || !event.data.usage) return;
+    const { usage, org_id, amount_micros } = event.data;
+    const served: Served = { day: utcDay(stored.created), model: usage.model, provider: usage.provider, deployment: usage.deployment };
+    // JSON keeps the key unambiguous whatever characters a deployment's or provider's name holds.
+    const byOrg = ctx.collection<ProviderUsageDoc>(Collections.providerUsage);
+    const orgKey = JSON.stringify([served.day, org_id, served.model, served.provider, served.deployment]);
+    const orgDoc = (await byOrg.get(orgKey)) ?? { _id: orgKey, org_id, ...noFigures(served) };
+    await byOrg.put(withCapture(orgDoc, usage, amount_micros));
+    const totals = ctx.collection<ProviderUsageTotalDoc>(Collections.providerUsageTotals);
+    const totalKey = JSON.stringify([served.day, served.model, served.provider, served.deployment]);
+    const totalDoc = (await totals.get(totalKey)) ?? { _id: totalKey, ...noFigures(served) };
+    await totals.put(withCapture(totalDoc, usage, amount_micros));
+  },
+};
+
+export const billingProjections = [
+  accountsProjection,
+  apiKeysProjection,
+  membersProjection,
+  consoleSessionsProjection,
+  dailyFiguresProjection,
+  providerUsageProjection,
+];

@@ -102,6 +102,42 @@ export interface KeyDailyUsageDoc {
   [key: string]: unknown;
 }
 
+/** What paid requests used, earned and cost us: the figures summed for one day and deployment. */
+export interface ProviderUsageFigures {
+  /** UTC day of the capture, `YYYY-MM-DD`. */
+  day: string;
+  /** The public model. */
+  model: string;
+  provider: string;
+  deployment: string;
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+  seconds: number;
+  /** What the captures charged, micro-USD. */
+  revenue_micros: number;
+  /** What the providers charge us for the same work, micro-USD. */
+  provider_cost_micros: number;
+}
+
+/** Captures served by one deployment for one organization on one UTC day. */
+export interface ProviderUsageDoc extends ProviderUsageFigures {
+  /** The key `[day, org_id, model, provider, deployment]` as JSON. */
+  _id: string;
+  org_id: string;
+  [key: string]: unknown;
+}
+
+/**
+ * The same figures over every organization, so that a report on all of them reads one document per day and
+ * deployment rather than one per organization too.
+ */
+export interface ProviderUsageTotalDoc extends ProviderUsageFigures {
+  /** The key `[day, model, provider, deployment]` as JSON. */
+  _id: string;
+  [key: string]: unknown;
+}
+
 export const Collections = {
   organizations: 'billing_organizations',
   ledger: 'billing_ledger_entries',
@@ -111,12 +147,15 @@ export const Collections = {
   consoleSessions: 'billing_console_sessions',
   dailySpend: 'billing_daily_spend',
   keyDailyUsage: 'billing_key_daily_usage',
+  providerUsage: 'billing_provider_usage',
+  providerUsageTotals: 'billing_provider_usage_totals',
 } as const;
 
 /**
  * Each index serves one query of `application/billing.ts` (organizations newest first, an organization's
  * ledger and keys, a key by its hash, open reservations by expiry, a member by email and an organization's
- * members, a session by its token's hash, an organization's days of spend and of key usage).
+ * members, a session by its token's hash, an organization's days of spend and of key usage, and the days of
+ * provider usage, an organization's or everyone's).
  */
 export const billingCollections: CollectionSpec[] = [
   { name: Collections.organizations, indexes: [['created']] },
@@ -127,4 +166,6 @@ export const billingCollections: CollectionSpec[] = [
   { name: Collections.consoleSessions, indexes: [['token_hash']] },
   { name: Collections.dailySpend, indexes: [['org_id', 'day']] },
   { name: Collections.keyDailyUsage, indexes: [['org_id', 'day']] },
+  { name: Collections.providerUsage, indexes: [['org_id', 'day']] },
+  { name: Collections.providerUsageTotals, indexes: [['day']] },
 ];

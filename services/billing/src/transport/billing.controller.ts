@@ -113,6 +113,11 @@ export class BillingController {
     return answer(BillingMessages.keyDailyUsage, p, (m) => this.billing.keyDailyUsage(m), this.unexpected);
   }
 
+  @MessagePattern(Subjects.billing.providerUsage)
+  providerUsage(@Payload() p: unknown) {
+    return answer(BillingMessages.providerUsage, p, (m) => this.billing.providerUsage(m), this.unexpected);
+  }
+
   @MessagePattern(Subjects.billing.createMember)
   createMember(@Payload() p: unknown) {
     return answer(BillingMessages.createMember, p, (m) => this.billing.createMember(m), this.unexpected);

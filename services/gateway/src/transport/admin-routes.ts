@@ -11,12 +11,16 @@ import {
   CreateOrganizationBody,
   DailySpendSchema,
   DaysQuery,
+  DeploymentStatusListSchema,
   KeyDailyUsageSchema,
   ListQuery,
   MemberSchema,
   parseOrThrow,
   Subjects,
   UpdateOrganizationBody,
+  UsageQuery,
+  UsageReportSchema,
+  unwrap,
   usdToMicros,
 } from '@oc/contracts';
 import { PasswordHasher } from '../application/passwords';
@@ -170,6 +174,35 @@ export function adminRoutes(passwords: PasswordHasher = new PasswordHasher()): R
       scope: null,
       doc: { summary: 'Remove a console member; its sessions end at once', response: MemberSchema },
       handle: ({ services, params, headers }) => services.request(Subjects.billing.removeMember, params, { headers }),
+    },
+    {
+      method: 'GET',
+      path: '/admin/v1/providers',
+      scope: null,
+      doc: {
+        summary: "Every model's provider deployments: circuit, success rate, latency and calls in flight, as the answering replicas see them",
+        response: DeploymentStatusListSchema,
+      },
+      handle: async ({ services, headers }) => {
+        const deployments = async (subject: string) =>
+          DeploymentStatusListSchema.parse(unwrap(await services.request(subject, {}, { headers }))).data;
+        // Both or nothing: a list missing one service's deployments would read as if they did not exist.
+        const [chat, video] = await Promise.all([deployments(Subjects.chat.deployments), deployments(Subjects.video.deployments)]);
+        return { ok: true, data: { object: 'list', data: [...chat, ...video] } };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/admin/v1/usage',
+      scope: null,
+      doc: {
+        summary: 'What paid requests used, earned and cost us per model, provider, deployment or UTC day (the last 30 days by default)',
+        query: UsageQuery,
+        response: UsageReportSchema,
+        // An org_id that names no organization.
+        errors: [404],
+      },
+      handle: ({ services, query, headers }) => services.request(Subjects.billing.providerUsage, parseOrThrow(UsageQuery, query), { headers }),
     },
   ];
 }
