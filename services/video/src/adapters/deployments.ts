@@ -13,7 +13,7 @@ import {
 import { deploymentBaseUrl, deploymentKey, type Environment } from '@oc/routing';
 import type { VideoProvider } from '../application/ports';
 import { FAL_VIDEO_DEFAULTS, FalVideoProvider, falVideoCapabilities } from './fal';
-import { GEMINI_VEO_VIDEO_DEFAULTS, GeminiVeoProvider, geminiVeoVideoCapabilities } from './gemini-veo';
+import { GEMINI_VEO_VIDEO_DEFAULTS, GeminiVeoProvider, geminiVeoAccepts, geminiVeoVideoCapabilities } from './gemini-veo';
 import { OpenAiVideoProvider } from './openai-provider';
 import { REPLICATE_VIDEO_DEFAULTS, ReplicateVideoProvider, replicateVideoCapabilities } from './replicate';
 
@@ -39,6 +39,8 @@ export interface VideoTarget {
   provider: VideoProvider;
   seconds: ReadonlySet<VideoSeconds>;
   sizes: ReadonlySet<VideoSize>;
+  /** Whether it makes this length at this size: some models make their larger sizes only at some lengths. */
+  accepts(seconds: VideoSeconds, size: VideoSize): boolean;
   costMicrosPerSecond: number;
 }
 
@@ -167,10 +169,14 @@ function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, pollM
 
 /** The adapter of one deployment, with what the router needs to know of it. */
 export function videoTarget(config: VideoDeploymentConfig, simulatorProvider: VideoProvider): VideoTarget {
+  const seconds = new Set(config.seconds);
+  const sizes = new Set(config.sizes);
+  const combination = config.provider === 'gemini' ? (s: VideoSeconds, z: VideoSize) => geminiVeoAccepts(config.model, s, z) : () => true;
   return {
     provider: videoAdapter(config, simulatorProvider),
-    seconds: new Set(config.seconds),
-    sizes: new Set(config.sizes),
+    seconds,
+    sizes,
+    accepts: (s, z) => seconds.has(s) && sizes.has(z) && combination(s, z),
     costMicrosPerSecond: usdToMicros(config.costPerSecondUsd),
   };
 }

@@ -68,9 +68,14 @@ const SHAPES: Record<VideoSize, { aspectRatio: '16:9' | '9:16'; resolution: '720
 };
 
 // Veo 3.1 makes 1080p only at 8 s, per third-party copies of the Veo parameter table (e.g.
-// docs.modellix.ai/google/veo-3-1-fast-t2v); not confirmed on Google's page. The capability lists cannot express
-// it, so it is checked per job.
+// docs.modellix.ai/google/veo-3-1-fast-t2v); not confirmed on Google's page.
 const SECONDS_AT_1080P: VideoSeconds = '8';
+
+/** Whether a known Veo model makes this length at this size (its lists, and 1080p only at 8 s); true for others. */
+export function geminiVeoAccepts(model: string, seconds: VideoSeconds, size: VideoSize): boolean {
+  if (!CAPABILITIES[model]) return true;
+  return SHAPES[size].resolution !== '1080p' || seconds === SECONDS_AT_1080P;
+}
 
 // Google's answers to a refused prompt name Responsible AI or safety; there is no machine-readable reason.
 const POLICY_TEXT = /responsible ai|safety|polic(y|ies)|prohibited|sensitive|violat/i;

@@ -20,7 +20,7 @@ export class RoutedVideoProviders implements VideoRouting {
     if (!specs.some((d) => d.target.seconds.has(job.seconds))) return 'seconds';
     if (!specs.some((d) => d.target.sizes.has(job.size))) return 'size';
     // Each is made somewhere, but not together.
-    if (!specs.some((d) => d.target.seconds.has(job.seconds) && d.target.sizes.has(job.size))) return 'size';
+    if (!specs.some((d) => d.target.accepts(job.seconds, job.size))) return 'size';
     return undefined;
   }
 
@@ -29,7 +29,7 @@ export class RoutedVideoProviders implements VideoRouting {
     const tried = new Set<string>();
     let last: unknown;
     for (;;) {
-      const acquired = pool.acquire((d) => d.target.seconds.has(job.seconds) && d.target.sizes.has(job.size), tried);
+      const acquired = pool.acquire((d) => d.target.accepts(job.seconds, job.size), tried);
       if (!acquired.lease) {
         throw last ?? new ProviderError({ kind: 'retryable', message: `No deployment of ${job.model} can take a job now.`, detail: `all busy until ${acquired.retryAt}` });
       }

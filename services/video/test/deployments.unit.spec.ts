@@ -1,0 +1,87 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { VIDEO_MODELS } from '@oc/contracts';
+import { DeploymentPool, readCatalogFile } from '@oc/routing';
+import { describe, expect, it } from 'vitest';
+import { videoDeployments, videoTarget } from '../src/adapters/deployments';
+import { RoutedVideoProviders } from '../src/adapters/routed-providers';
+import type { VideoProvider } from '../src/application/ports';
+import { VideoConfigSchema } from '../src/config';
+
+const legacy = VideoConfigSchema.parse({});
+const simulator = { name: 'simulator' } as VideoProvider;
+
+function routing(env: Record<string, string>) {
+  const deployments = videoDeployments(undefined, legacy, env);
+  const pools = Object.fromEntries(
+    VIDEO_MODELS.map((model) => [
+      model,
+      new DeploymentPool(
+        deployments[model].map((d) => ({ ...d, target: videoTarget(d, simulator) })),
+        { now: () => 0, random: () => 0 },
+      ),
+    ]),
+  );
+  return { deployments, routing: new RoutedVideoProviders(pools as never, { now: () => 0, onFailure: () => {} }) };
+}
+
+describe('the built-in video catalog', () => {
+  it('is the simulator alone when no provider key is set', () => {
+    const { deployments } = routing({});
+    expect(deployments['video-2'].map((d) => d.id)).toEqual(['simulator']);
+  });
+
+  it('sends everything to the first provider whose key is set, in the documented order, the others standing by', () => {
+    const { deployments } = routing({ REPLICATE_API_TOKEN: 'r8_x', FAL_KEY: 'fal-x', GEMINI_API_KEY: 'g-x' });
+    expect(deployments['video-2'].map((d) => [d.id, d.weight])).toEqual([
+      ['gemini', 1],
+      ['fal', 0],
+      ['replicate', 0],
+    ]);
+    expect(deployments['video-2-pro'].map((d) => d.model)).toEqual([
+      'veo-3.1-generate-preview',
+      'fal-ai/bytedance/seedance/v1.5/pro/text-to-video',
+      'kwaivgi/kling-v3-video',
+    ]);
+  });
+
+  it("refuses, with the parameter at fault, what Veo alone cannot make: 12 seconds, and 1080p except at 8 seconds", () => {
+    const { routing: veo } = routing({ GEMINI_API_KEY: 'g-x' });
+    expect(veo.unsupported({ model: 'video-2', seconds: '12', size: '1280x720' })).toBe('seconds');
+    expect(veo.unsupported({ model: 'video-2', seconds: '4', size: '1792x1024' })).toBe('size');
+    expect(veo.unsupported({ model: 'video-2', seconds: '8', size: '1792x1024' })).toBeUndefined();
+    expect(veo.unsupported({ model: 'video-2', seconds: '4', size: '720x1280' })).toBeUndefined();
+  });
+
+  it('serves a length one provider lacks through another that has it', () => {
+    const { routing: both } = routing({ GEMINI_API_KEY: 'g-x', FAL_KEY: 'fal-x' });
+    expect(both.unsupported({ model: 'video-2', seconds: '12', size: '1280x720' })).toBeUndefined();
+  });
+});
+
+describe('a catalog file', () => {
+  const write = async (text: string) => {
+    const file = join(await mkdtemp(join(tmpdir(), 'oc-catalog-')), 'models.yaml');
+    await writeFile(file, text);
+    return file;
+  };
+
+  it('names every problem with its place in the file', async () => {
+    const file = await write('models:\n  video-2:\n    deployments:\n      - { id: "Bad Id", provider: sora, model: x }\n  video-3: {}\n');
+    expect(() => readCatalogFile(file)).toThrow(/models\.video-2\.deployments\.0\.id[\s\S]*models\.video-2\.deployments\.0\.provider[\s\S]*video-3/);
+  });
+
+  it('refuses a deployment whose key is not set, naming the variable it looked for, never a value', async () => {
+    const file = await write('models:\n  video-2:\n    deployments:\n      - { id: fal-main, provider: fal, model: fal-ai/bytedance/seedance/v1/pro/fast/text-to-video, api_key_env: FAL_MAIN_KEY }\n');
+    expect(() => videoDeployments(readCatalogFile(file), legacy, {})).toThrow(/fal-main.*FAL_MAIN_KEY/);
+  });
+
+  it("takes a known model's lengths, sizes and price, and wants them listed for a model it does not know", async () => {
+    const known = await write('models:\n  video-2:\n    deployments:\n      - { id: fast, provider: gemini, model: veo-3.1-fast-generate-preview }\n');
+    const [fast] = videoDeployments(readCatalogFile(known), legacy, { GEMINI_API_KEY: 'g-x' })['video-2'];
+    expect(fast).toMatchObject({ seconds: ['4', '8'], costPerSecondUsd: 0.15 });
+    const unknown = await write('models:\n  video-2:\n    deployments:\n      - { id: new, provider: replicate, model: someone/new-model }\n');
+    expect(() => videoDeployments(readCatalogFile(unknown), legacy, { REPLICATE_API_TOKEN: 'r8_x' })).toThrow(/list its `seconds` and `sizes`/);
+  });
+});
