@@ -85,3 +85,13 @@ describe('a catalog file', () => {
     expect(() => videoDeployments(readCatalogFile(unknown), legacy, { REPLICATE_API_TOKEN: 'r8_x' })).toThrow(/list its `seconds` and `sizes`/);
   });
 });
+
+describe('the example catalog in deploy/', () => {
+  it('is valid, and resolves with its keys set', () => {
+    const catalog = readCatalogFile(join(import.meta.dirname, '../../../deploy/models.example.yaml'));
+    const env = { GEMINI_API_KEY: 'g-x', FAL_KEY: 'fal-x', REPLICATE_API_TOKEN: 'r8_x' };
+    const deployments = videoDeployments(catalog, legacy, env);
+    expect(deployments['video-2'].map((d) => d.id)).toEqual(['veo-fast', 'fal-seedance']);
+    expect(Object.keys(catalog.models)).toEqual(['chat-2', 'video-2', 'video-2-pro']);
+  });
+});
