@@ -9,7 +9,14 @@ import type { ChatPricing, CompletionLifecycle } from './application/chat';
  * The chat service's settings, shared by its own process and the standalone one. Defaults: the
  * simulator upstream, the spec's 0.08 USD per 1,000 tokens and 128K-token context.
  */
-export const ChatConfigSchema = ProviderEnvSchema.extend({
+export const ChatConfigSchema = ProviderEnvSchema.pick({
+  OPENAI_API_KEY: true,
+  OPENAI_BASE_URL: true,
+  ANTHROPIC_API_KEY: true,
+  ANTHROPIC_BASE_URL: true,
+  GEMINI_API_KEY: true,
+  GEMINI_BASE_URL: true,
+}).extend({
   /** The model catalog (YAML or JSON); without it, every provider whose key is set serves chat-2 (docs/providers.md). */
   MODELS_FILE: z.string().min(1).optional(),
   /** The one OpenAI-compatible upstream of earlier releases: kept, as one deployment named `openai`. */

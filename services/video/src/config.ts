@@ -20,7 +20,14 @@ const ms = (fallback: number) => z.coerce.number().int().positive().default(fall
 const MINUTE = 60_000;
 
 /** The video service's settings (its own process, and the standalone's share of the environment). */
-export const VideoConfigSchema = ProviderEnvSchema.extend({
+export const VideoConfigSchema = ProviderEnvSchema.pick({
+  GEMINI_API_KEY: true,
+  GEMINI_BASE_URL: true,
+  FAL_KEY: true,
+  FAL_BASE_URL: true,
+  REPLICATE_API_TOKEN: true,
+  REPLICATE_BASE_URL: true,
+}).extend({
   /** Base of the absolute `url` values; the standalone defaults it to the address it listens on. */
   PUBLIC_BASE_URL: z.url().optional(),
   /**

@@ -219,13 +219,13 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
           '      - { id: backup, provider: openai, model: sora-2-backup, base_url: "' + upstream.url + '", weight: 0, cost: { per_second: 0.07 } }',
         ].join('\n'),
       );
-      const { service } = await start({ MODELS_FILE: catalog, OPENAI_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator' });
+      const { service } = await start({ MODELS_FILE: catalog, VIDEO_UPSTREAM_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator' });
       const created = await service.create(request);
       await runDue();
       expect(upstreamJob()).toMatchObject({ model: 'sora-2-backup' });
       expect((await retrieve(created.id)).status).toBe('in_progress');
       // A restart finds the job on the deployment it recorded, not on the first of the catalog.
-      await start({ MODELS_FILE: catalog, OPENAI_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator' });
+      await start({ MODELS_FILE: catalog, VIDEO_UPSTREAM_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator' });
       Object.assign(upstreamJob(), { status: 'completed', progress: 100 });
       clock.advance(5_000);
       await runDue();
@@ -248,7 +248,7 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
   it('refuses a length no deployment of the model makes with 400 unsupported_parameter, before anything is held', async () => {
     const catalog = join(dataDir, 'models.yaml');
     await writeFile(catalog, `models:\n  video-2:\n    deployments:\n      - { id: short, provider: openai, model: sora-2, base_url: "${upstream.url}", seconds: ["4", "8"] }\n`);
-    const { service } = await start({ MODELS_FILE: catalog, OPENAI_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator' });
+    const { service } = await start({ MODELS_FILE: catalog, VIDEO_UPSTREAM_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator' });
     const failure = await service.create({ ...request, seconds: '12' }).catch((error: unknown) => error);
     expect(failure).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'seconds' });
     expect(billing.reserved.size).toBe(0);

@@ -79,7 +79,7 @@ export function videoDeployments(catalog: ModelCatalog | undefined, legacy: Lega
   return Object.fromEntries(
     VIDEO_MODELS.map((model) => {
       const listed = catalog?.models[model]?.deployments;
-      return [model, listed ? listed.map((entry) => fromCatalog(model, entry, legacy.VIDEO_UPSTREAM_POLL_MS, env)) : builtIn(model, legacy, env)];
+      return [model, listed ? listed.map((entry) => fromCatalog(model, entry, legacy, env)) : builtIn(model, legacy, env)];
     }),
   ) as Record<VideoModel, VideoDeploymentConfig[]>;
 }
@@ -139,10 +139,17 @@ const simulator = (pollIntervalMs: number): VideoDeploymentConfig => ({
   costPerSecondUsd: 0,
 });
 
-function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, pollMs: number, env: Environment): VideoDeploymentConfig {
+function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, legacy: LegacyUpstream, env: Environment): VideoDeploymentConfig {
+  const pollMs = legacy.VIDEO_UPSTREAM_POLL_MS;
   if (entry.provider === 'simulator') return { ...simulator(entry.poll_interval_ms ?? pollMs), id: entry.id, weight: entry.weight, seconds: entry.seconds ?? ALL.seconds, sizes: entry.sizes ?? ALL.sizes };
-  const apiKey = deploymentKey(entry, env);
-  if (!apiKey) throw new Error(`MODELS_FILE: deployment '${entry.id}' of ${publicModel} has no key (set ${entry.api_key_env ?? entry.api_key_file ?? `the ${entry.provider} key variable`})`);
+  // An OpenAI-compatible video upstream is a reseller's, not OpenAI's: its key and base URL default to VIDEO_UPSTREAM_*.
+  const reseller = entry.provider === 'openai';
+  const named = entry.api_key_env !== undefined || entry.api_key_file !== undefined;
+  const apiKey = reseller && !named ? legacy.VIDEO_UPSTREAM_API_KEY : deploymentKey(entry, env);
+  if (!apiKey) {
+    const where = entry.api_key_env ?? entry.api_key_file ?? (reseller ? 'VIDEO_UPSTREAM_API_KEY' : `the ${entry.provider} key variable`);
+    throw new Error(`MODELS_FILE: deployment '${entry.id}' of ${publicModel} has no key (set ${where})`);
+  }
   const known = entry.provider === 'openai' ? ALL : PROVIDERS[entry.provider].capabilities(entry.model);
   const seconds = entry.seconds ?? (known ? only(known.seconds, VIDEO_SECONDS) : undefined);
   const sizes = entry.sizes ?? (known ? only(known.sizes, VIDEO_SIZES) : undefined);
@@ -155,7 +162,7 @@ function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, pollM
     provider: entry.provider,
     model: entry.model,
     apiKey,
-    baseUrl: deploymentBaseUrl(entry, env),
+    baseUrl: reseller ? (entry.base_url ?? legacy.VIDEO_UPSTREAM_BASE_URL) : deploymentBaseUrl(entry, env),
     weight: entry.weight,
     requestTimeoutMs: entry.timeout_ms ?? REQUEST_TIMEOUT_MS,
     pollIntervalMs: entry.poll_interval_ms ?? pollMs,
