@@ -76,15 +76,16 @@ export const ProviderEnvSchema = z.object({
 });
 
 /**
- * Where deployments find their keys: the validated settings for the providers' usual variables, and the process
- * environment for any other variable a catalog names.
+ * Where deployments find their keys: the validated settings for the providers' usual variables (only there: a
+ * service started with settings of its own never picks a key up from its process), and the process environment
+ * for any other variable a catalog names.
  */
 export function providerEnvironment(settings: object, processEnv: Environment = process.env): Environment {
   const env: Environment = { ...processEnv };
   for (const { key, baseUrl } of Object.values(PROVIDER_ENV)) {
     for (const name of [key, baseUrl]) {
       const value = (settings as Record<string, unknown>)[name];
-      if (typeof value === 'string') env[name] = value;
+      env[name] = typeof value === 'string' ? value : undefined;
     }
   }
   return env;

@@ -152,3 +152,13 @@ describe('deployment pool', () => {
     expect(p.stats()[0]).toMatchObject({ calls: 1, failures: 1, in_flight: 0 });
   });
 });
+
+describe("deployments' keys", () => {
+  it("take the providers' usual variables from the validated settings only, and any other a catalog names from the process", async () => {
+    const { providerEnvironment, deploymentKey } = await import('../src/catalog');
+    const env = providerEnvironment({ FAL_KEY: 'from-settings' }, { GEMINI_API_KEY: 'stray', TEAM_FAL_KEY: 'from-process' });
+    expect(deploymentKey({ provider: 'fal' }, env)).toBe('from-settings');
+    expect(deploymentKey({ provider: 'gemini' }, env)).toBeUndefined();
+    expect(deploymentKey({ provider: 'fal', api_key_env: 'TEAM_FAL_KEY' }, env)).toBe('from-process');
+  });
+});
