@@ -59,23 +59,68 @@ export const VideoDeploymentSchema = z.object({
 });
 export type VideoDeploymentEntry = z.infer<typeof VideoDeploymentSchema>;
 
-const chatModel = z.object({ deployments: z.array(ChatDeploymentSchema).min(1).max(32) }).strict();
-const videoModel = z.object({ deployments: z.array(VideoDeploymentSchema).min(1).max(32) }).strict();
+/** The spec's public models: their kind is known and their price is the spec's (CHAT_PRICE_PER_1K_TOKENS_USD, VIDEO_PRICES). */
+const SPEC_MODELS: Record<string, 'chat' | 'video'> = { 'chat-2': 'chat', 'video-2': 'video', 'video-2-pro': 'video' };
+
+/** A public model id: what customers send as `model`. */
+export const PublicModelIdSchema = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'lower-case letters, digits, ".", "_" and "-", at most 64');
+
+export const ChatCatalogModelSchema = z
+  .object({
+    type: z.literal('chat'),
+    /** What customers pay, USD per 1,000 tokens (prompt and completion alike); required for a model of the operator's own. */
+    price: z.object({ per_1k_tokens: z.number().positive() }).strict().optional(),
+    deployments: z.array(ChatDeploymentSchema).min(1).max(32),
+  })
+  .strict();
+export type ChatCatalogModel = z.infer<typeof ChatCatalogModelSchema>;
+
+export const VideoCatalogModelSchema = z
+  .object({
+    type: z.literal('video'),
+    /** What customers pay, USD per second of video, whatever the size; required for a model of the operator's own. */
+    price: z.object({ per_second: z.number().positive() }).strict().optional(),
+    deployments: z.array(VideoDeploymentSchema).min(1).max(32),
+  })
+  .strict();
+export type VideoCatalogModel = z.infer<typeof VideoCatalogModelSchema>;
 
 export const ModelCatalogSchema = z
   .object({
-    models: z
-      .object({ 'chat-2': chatModel.optional(), 'video-2': videoModel.optional(), 'video-2-pro': videoModel.optional() })
-      .strict(),
+    models: z.preprocess(
+      // The spec's models need no `type`: it is theirs already.
+      (models) =>
+        models && typeof models === 'object' && !Array.isArray(models)
+          ? Object.fromEntries(
+              Object.entries(models).map(([id, entry]) => [
+                id,
+                SPEC_MODELS[id] && entry && typeof entry === 'object' && !('type' in entry) ? { type: SPEC_MODELS[id], ...entry } : entry,
+              ]),
+            )
+          : models,
+      z.record(PublicModelIdSchema, z.discriminatedUnion('type', [ChatCatalogModelSchema, VideoCatalogModelSchema])),
+    ),
   })
   .strict()
   .superRefine((catalog, ctx) => {
     for (const [model, entry] of Object.entries(catalog.models)) {
+      const spec = SPEC_MODELS[model];
+      if (spec && entry.type !== spec) ctx.addIssue({ code: 'custom', path: ['models', model, 'type'], message: `${model} is a ${spec} model` });
+      if (spec && entry.price) ctx.addIssue({ code: 'custom', path: ['models', model, 'price'], message: `${model} is priced by the service's settings, not the catalog` });
+      if (!spec && !entry.price) ctx.addIssue({ code: 'custom', path: ['models', model, 'price'], message: `a model of your own needs the price customers pay` });
       const seen = new Set<string>();
-      for (const [i, d] of (entry?.deployments ?? []).entries()) {
+      for (const [i, d] of entry.deployments.entries()) {
         if (seen.has(d.id)) ctx.addIssue({ code: 'custom', path: ['models', model, 'deployments', i, 'id'], message: `deployment id '${d.id}' is used twice for ${model}` });
         seen.add(d.id);
       }
     }
   });
 export type ModelCatalog = z.infer<typeof ModelCatalogSchema>;
+
+/** The catalog's chat models (the spec's and the operator's own), by id. */
+export const chatModelsOf = (catalog: ModelCatalog | undefined): Record<string, ChatCatalogModel> =>
+  Object.fromEntries(Object.entries(catalog?.models ?? {}).filter((e): e is [string, ChatCatalogModel] => e[1].type === 'chat'));
+
+/** The catalog's video models (the spec's and the operator's own), by id. */
+export const videoModelsOf = (catalog: ModelCatalog | undefined): Record<string, VideoCatalogModel> =>
+  Object.fromEntries(Object.entries(catalog?.models ?? {}).filter((e): e is [string, VideoCatalogModel] => e[1].type === 'video'));

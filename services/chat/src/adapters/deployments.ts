@@ -1,4 +1,4 @@
-import { type ChatDeploymentEntry, type ChatFeature, type ChatProviderName, type ModelCatalog, usdToMicros } from '@oc/contracts';
+import { type ChatDeploymentEntry, type ChatFeature, type ChatProviderName, chatModelsOf, type ModelCatalog, usdToMicros } from '@oc/contracts';
 import { deploymentBaseUrl, deploymentKey, type Environment } from '@oc/routing';
 import type { ChatProvider } from '../application/ports';
 import { ANTHROPIC_CHAT_DEFAULT, AnthropicChatProvider } from './anthropic';
@@ -59,7 +59,7 @@ interface LegacyUpstream {
  * simulator when none is set.
  */
 export function chatDeployments(catalog: ModelCatalog | undefined, legacy: LegacyUpstream, env: Environment): ChatDeploymentConfig[] {
-  const listed = catalog?.models['chat-2']?.deployments;
+  const listed = chatModelsOf(catalog)['chat-2']?.deployments;
   if (listed) return listed.map((entry) => fromCatalog(entry, legacy.CHAT_UPSTREAM_TIMEOUT_MS, env));
   const builtIn: ChatDeploymentConfig[] = [];
   const timeoutMs = legacy.CHAT_UPSTREAM_TIMEOUT_MS;

@@ -1,5 +1,6 @@
 import {
   type ModelCatalog,
+  videoModelsOf,
   usdToMicros,
   VIDEO_MODELS,
   VIDEO_SECONDS,
@@ -78,7 +79,7 @@ const REQUEST_TIMEOUT_MS = 60_000;
 export function videoDeployments(catalog: ModelCatalog | undefined, legacy: LegacyUpstream, env: Environment): Record<VideoModel, VideoDeploymentConfig[]> {
   return Object.fromEntries(
     VIDEO_MODELS.map((model) => {
-      const listed = catalog?.models[model]?.deployments;
+      const listed = videoModelsOf(catalog)[model]?.deployments;
       return [model, listed ? listed.map((entry) => fromCatalog(model, entry, legacy, env)) : builtIn(model, legacy, env)];
     }),
   ) as Record<VideoModel, VideoDeploymentConfig[]>;
