@@ -1,12 +1,17 @@
 import { z } from 'zod';
+import { PublicModelIdSchema } from './catalog';
 import { ApiErrorSchema } from './errors';
 import { ListQuery } from './billing';
 import { Subjects } from './subjects';
 import type { ValidationCodes } from './validation';
 
-/** The public model id; each upstream provider maps it to a model of its own. */
+/** The spec's public chat model; each upstream provider maps it to a model of its own. */
 export const CHAT_MODELS = ['chat-2'] as const;
-export const ChatModelSchema = z.enum(CHAT_MODELS);
+/**
+ * A chat model id: `chat-2`, or a model of the operator's own catalog. Which ones are served is the chat
+ * service's to say (400 `invalid_model` otherwise), since only it has the catalog.
+ */
+export const ChatModelSchema = PublicModelIdSchema;
 
 export const ChatRoleSchema = z.enum(['system', 'user', 'assistant']);
 export type ChatRole = z.infer<typeof ChatRoleSchema>;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ModelCatalog } from './catalog';
 import { CHAT_MODELS } from './chat';
 import { VIDEO_MODELS } from './video';
 
@@ -33,3 +34,12 @@ export const MODELS: readonly Model[] = [...CHAT_MODELS, ...VIDEO_MODELS].map((i
   created: PUBLISHED[id],
   owned_by: 'oc',
 }));
+
+/**
+ * The models a deployment serves: the spec's, then the operator's own from its catalog. An operator's model is
+ * dated like the spec's: its publication here is the catalog's, which has no date of its own.
+ */
+export function modelsServed(catalog: ModelCatalog | undefined): readonly Model[] {
+  const own = Object.keys(catalog?.models ?? {}).filter((id) => !MODELS.some((m) => m.id === id));
+  return [...MODELS, ...own.map((id) => ({ id, object: 'model' as const, created: 1_767_225_600, owned_by: 'oc' }))];
+}

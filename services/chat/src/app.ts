@@ -1,4 +1,4 @@
-import { type Clock, type IdSource, type Replicas, repeatByClock, Subjects } from '@oc/contracts';
+import { type Clock, type IdSource, type Replicas, repeatByClock, Subjects, usdToMicros } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
 import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
@@ -29,6 +29,8 @@ export interface ChatRuntime {
   logger: Logger;
   /** chat-2's deployments, in catalog order, for live keys (test keys always get the simulator). */
   deployments: ChatDeploymentConfig[];
+  /** The operator's own chat models, with their price and deployments. */
+  models?: Record<string, { pricePer1kTokensUsd: number; deployments: ChatDeploymentConfig[] }>;
   /** The router's weighted choice; Math.random unless a test fixes it. */
   random?: () => number;
   pricing: ChatPricing;
@@ -75,29 +77,39 @@ export async function createChat(runtime: ChatRuntime) {
   const trace = (inner: ChatProvider, provider: string, model: string) =>
     traced ? traceChatProvider(inner, { provider, model, tokenizer: gptTokenizer }) : inner;
   const simulator = trace(simulatorProvider, 'oc.simulator', 'chat-2');
-  const pool = new DeploymentPool(
-    runtime.deployments.map((d) => {
-      const target = chatTarget(d, simulatorProvider);
-      return {
-        id: d.id,
-        provider: d.provider,
-        model: d.model,
-        weight: d.weight,
-        maxConcurrency: d.maxConcurrency,
-        rpm: d.rpm,
-        target: { ...target, provider: trace(target.provider, d.provider === 'simulator' ? 'oc.simulator' : d.provider, d.model) },
-      };
-    }),
-    { now: () => runtime.clock.now(), random: runtime.random ?? Math.random },
-  );
-  const provider = new RoutedChatProvider({
-    model: 'chat-2',
-    pool,
-    now: () => runtime.clock.now(),
-    // A provider's own words may name our account with it: the operator's log is the only place they go.
-    onFailure: (deployment, err) =>
-      runtime.logger.warn({ deployment, detail: err instanceof Error ? ((err as { detail?: string }).detail ?? err.message) : String(err) }, 'chat deployment failed'),
-  });
+  const route = (model: string, deployments: ChatDeploymentConfig[]) => {
+    const pool = new DeploymentPool(
+      deployments.map((d) => {
+        const target = chatTarget(d, simulatorProvider);
+        return {
+          id: d.id,
+          provider: d.provider,
+          model: d.model,
+          weight: d.weight,
+          maxConcurrency: d.maxConcurrency,
+          rpm: d.rpm,
+          target: { ...target, provider: trace(target.provider, d.provider === 'simulator' ? 'oc.simulator' : d.provider, d.model) },
+        };
+      }),
+      { now: () => runtime.clock.now(), random: runtime.random ?? Math.random },
+    );
+    const provider = new RoutedChatProvider({
+      model,
+      pool,
+      now: () => runtime.clock.now(),
+      // A provider's own words may name our account with it: the operator's log is the only place they go.
+      onFailure: (deployment, err) =>
+        runtime.logger.warn({ model, deployment, detail: err instanceof Error ? ((err as { detail?: string }).detail ?? err.message) : String(err) }, 'chat deployment failed'),
+    });
+    return { provider, statuses: () => deploymentStatuses(model, pool.stats()) };
+  };
+  const chat2 = route('chat-2', runtime.deployments);
+  const provider = chat2.provider;
+  const custom = Object.entries(runtime.models ?? {}).map(([model, { pricePer1kTokensUsd, deployments }]) => ({
+    model,
+    microsPer1kTokens: usdToMicros(pricePer1kTokensUsd),
+    ...route(model, deployments),
+  }));
   const shared = runtime.replicas?.shared ?? false;
   const commands = new CommandHandler(runtime.eventStore, { otherWriters: shared });
   const service = new ChatService({
@@ -114,7 +126,8 @@ export async function createChat(runtime: ChatRuntime) {
     pricing: runtime.pricing,
     lifecycle: runtime.replicas ? { ...runtime.lifecycle, replica: runtime.replicas.self } : runtime.lifecycle,
     ...(runtime.replicas ? { replicas: runtime.replicas } : {}),
-    deployments: () => deploymentStatuses('chat-2', pool.stats()),
+    models: Object.fromEntries(custom.map((m) => [m.model, { provider: m.provider, microsPer1kTokens: m.microsPer1kTokens }])),
+    deployments: () => [...chat2.statuses(), ...custom.flatMap((m) => m.statuses())],
     logger: runtime.logger,
   });
   const cancels = await runtime.client.onBroadcast(Subjects.chat.cancelStream, onCancelStream(service, runtime.logger));
@@ -139,7 +152,7 @@ export async function createChat(runtime: ChatRuntime) {
       await sweep?.stop();
       await cancels.stop();
       await service.close();
-      await provider.close?.();
+      await Promise.all([provider, ...custom.map((m) => m.provider)].map((p) => p.close()));
       await projections.stop();
     },
   };

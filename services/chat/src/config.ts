@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { usdToMicros } from '@oc/contracts';
 import { ProviderEnvSchema, providerEnvironment, readCatalogFile } from '@oc/routing';
 import { z } from 'zod';
-import { type ChatDeploymentConfig, chatDeployments } from './adapters/deployments';
+import { type ChatDeploymentConfig, chatDeployments, customChatModels } from './adapters/deployments';
 import type { ChatPricing, CompletionLifecycle } from './application/chat';
 
 /**
@@ -38,18 +38,26 @@ export const ChatConfigSchema = ProviderEnvSchema.pick({
 });
 export type ChatConfig = z.infer<typeof ChatConfigSchema>;
 
+/** chat-2's deployments and the operator's own chat models, from MODELS_FILE or the built-in order. */
+function catalogSettings(config: ChatConfig) {
+  const catalog = config.MODELS_FILE ? readCatalogFile(config.MODELS_FILE) : undefined;
+  const env = providerEnvironment(config);
+  return { deployments: chatDeployments(catalog, config, env), models: customChatModels(catalog, config, env) };
+}
+
 /**
  * The settings the chat service runs on. The providers' keys (OPENAI_API_KEY …, or the variables a catalog names)
  * are read here and kept only in the adapters' memory.
  */
 export function chatSettings(config: ChatConfig): {
   deployments: ChatDeploymentConfig[];
+  models: ReturnType<typeof customChatModels>;
   pricing: ChatPricing;
   lifecycle: CompletionLifecycle;
   simulatorWordDelayMs: number;
 } {
   return {
-    deployments: chatDeployments(config.MODELS_FILE ? readCatalogFile(config.MODELS_FILE) : undefined, config, providerEnvironment(config)),
+    ...catalogSettings(config),
     pricing: {
       microsPer1kTokens: usdToMicros(config.CHAT_PRICE_PER_1K_TOKENS_USD),
       defaultMaxTokens: config.CHAT_DEFAULT_MAX_TOKENS,

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RoutedChatProvider, type ChatTarget } from '../src/adapters/routed-provider';
 import { SimulatorProvider } from '../src/adapters/simulator';
 import { gptTokenizer } from '../src/adapters/tokenizer';
-import { ChatService } from '../src/application/chat';
+import { type ChatDeps, ChatService } from '../src/application/chat';
 import type { ChatProvider, GenerationEvent, GenerationRequest } from '../src/application/ports';
 import { chatProjections } from '../src/projections/chat-projections';
 import { chatCollections } from '../src/projections/documents';
@@ -75,7 +75,7 @@ describe('chat-2 across deployments', () => {
   let releases: string[];
   let frames: StreamFrame[];
 
-  const start = async (specs: Array<DeploymentSpec<ChatTarget>>, random = seeded(7)) => {
+  const start = async (specs: Array<DeploymentSpec<ChatTarget>>, random = seeded(7), models: ChatDeps['models'] = {}) => {
     readModels = new SqliteReadModelStore({ filename: ':memory:' });
     projections = new ProjectionRunner(stores.store, readModels, chatProjections, { collections: chatCollections });
     await projections.start();
@@ -90,6 +90,7 @@ describe('chat-2 across deployments', () => {
       simulator: new SimulatorProvider({ tokenizer: gptTokenizer, wordDelayMs: 0 }),
       tokenizer: gptTokenizer,
       deployments: () => [],
+      models,
       funds: {
         reserve: async () => {},
         capture: async (_org, id, amount, usage) => void captures.push({ id, amount, usage }),
@@ -246,5 +247,19 @@ describe('chat-2 across deployments', () => {
     for (let i = 0; i < 5; i++) await ask({ temperature: 0.5 });
     expect(strict.calls).toBe(0);
     expect(lenient.calls).toBe(5);
+  });
+
+  it("serves a model of the operator's own at its own price, under its own name, and refuses one it does not serve", async () => {
+    const own = new FaultyProvider('own', () => 'ok', ['Short', ' answer.']);
+    const budget = new RoutedChatProvider({ model: 'budget-chat', pool: new DeploymentPool([spec('own', own)], { now: () => clock.now(), random: () => 0 }), now: () => clock.now(), onFailure: () => {} });
+    // 0.02 USD per 1,000 tokens: 20 micro-USD a token.
+    await start([spec('main', new FaultyProvider('main', () => 'ok'))], seeded(7), { 'budget-chat': { provider: budget, microsPer1kTokens: 20_000 } });
+    const answer = await ask({ model: 'budget-chat' });
+    expect(answer).toMatchObject({ model: 'budget-chat', choices: [{ message: { content: 'Short answer.' } }] });
+    expect(captures[0]).toMatchObject({ amount: answer.usage.total_tokens * 20, usage: { model: 'budget-chat', deployment: 'own' } });
+    expect(own.calls).toBe(1);
+    const unknown = await ask({ model: 'gpt-4o' }).catch((error: unknown) => error);
+    expect(unknown).toMatchObject({ detail: { code: 'invalid_model', param: 'model' } });
+    expect((unknown as Error & { detail: { message: string } }).detail.message).toContain('chat-2, budget-chat');
   });
 });

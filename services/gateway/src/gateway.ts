@@ -1,5 +1,5 @@
 import type { Server } from 'node:http';
-import { type Clock, Subjects, unwrap } from '@oc/contracts';
+import { type Clock, type Model, Subjects, unwrap } from '@oc/contracts';
 import type { ServiceClient } from '@oc/messaging';
 import type { Logger } from 'pino';
 import { KeyAuthenticator } from './application/authenticator';
@@ -32,6 +32,8 @@ export interface GatewayOptions {
   consoleSecureCookie?: boolean;
   /** scrypt's cost for members' passwords; tests may lower it. */
   passwordSettings?: PasswordSettings;
+  /** What GET /v1/models lists: the spec's models by default, the catalog's too when there is one. */
+  models?: readonly Model[];
 }
 
 /** The gateway's composition: routes, key cache kept fresh by billing's broadcasts, usage reporting. */
@@ -51,7 +53,7 @@ export async function createGateway(options: GatewayOptions) {
   timer.unref();
 
   const passwords = new PasswordHasher(options.passwordSettings);
-  const v1 = v1Routes(options.version, () => clock.now(), { maxInFlightPerOrganization: options.chatInFlightPerOrganization }, { closing: closing.signal });
+  const v1 = v1Routes(options.version, () => clock.now(), { maxInFlightPerOrganization: options.chatInFlightPerOrganization }, { closing: closing.signal }, options.models);
   const admin = adminRoutes(passwords);
   const sessions = new ConsoleSessions({
     services,

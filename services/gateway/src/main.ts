@@ -1,6 +1,7 @@
 import { telemetry } from './telemetry';
-import { configFromEnv, natsNames, systemClock } from '@oc/contracts';
+import { configFromEnv, modelsServed, natsNames, systemClock } from '@oc/contracts';
 import { NatsServiceClient, traceServiceClient } from '@oc/messaging';
+import { readCatalogFile } from '@oc/routing';
 import { createLogger } from '@oc/telemetry';
 import { Redis } from 'ioredis';
 import pkg from '../package.json' with { type: 'json' };
@@ -30,6 +31,7 @@ const gateway = await createGateway({
   chatInFlightPerOrganization: config.CHAT_MAX_IN_FLIGHT_PER_ORG,
   authFailuresPerMinute: config.AUTH_FAILURES_PER_MINUTE,
   consoleSecureCookie: cookieSecure(config.CONSOLE_COOKIE_SECURE),
+  models: modelsServed(config.MODELS_FILE ? readCatalogFile(config.MODELS_FILE) : undefined),
 });
 const server = await gateway.listen(config.PORT, config.HOST, config);
 logger.info({ port: config.PORT }, 'gateway listening');

@@ -14,6 +14,8 @@ export const gatewayProcessConfig = z.object({
   REDIS_URL: z.string().url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
+  /** The model catalog the chat and video services route by: its models of the operator's own join GET /v1/models. */
+  MODELS_FILE: z.string().min(1).optional(),
   ...HttpServerConfigSchema.shape,
   ...GatewayLimitsConfigSchema.shape,
   ...TelemetryConfigSchema.shape,

@@ -1,8 +1,9 @@
+import { readCatalogFile } from '@oc/routing';
 import { telemetry } from './gateway-telemetry';
 import 'reflect-metadata';
 import type { AddressInfo } from 'node:net';
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
-import { clockFromShared, type ShareableClock } from '@oc/contracts';
+import { clockFromShared, modelsServed, type ShareableClock } from '@oc/contracts';
 import { cookieSecure, createGateway, RateLimits, redisReady } from '@oc/gateway';
 import { ThreadServiceClient, traceServiceClient } from '@oc/messaging';
 import { createLogger } from '@oc/telemetry';
@@ -47,6 +48,7 @@ async function run(data: GatewayThreadData) {
     chatInFlightPerOrganization: config.CHAT_MAX_IN_FLIGHT_PER_ORG,
     authFailuresPerMinute: config.AUTH_FAILURES_PER_MINUTE,
     consoleSecureCookie: cookieSecure(config.CONSOLE_COOKIE_SECURE),
+    models: modelsServed(config.MODELS_FILE ? readCatalogFile(config.MODELS_FILE) : undefined),
   });
   const server = await gateway.listen(config.PORT, config.HOST, config);
   const tell = (event: GatewayThreadEvent) => parentPort!.postMessage(event);

@@ -97,12 +97,28 @@ export function chatDeployments(catalog: ModelCatalog | undefined, legacy: Legac
   return builtIn.length > 0 ? builtIn : [SIMULATOR];
 }
 
-function fromCatalog(entry: ChatDeploymentEntry, timeoutMs: number, env: Environment): ChatDeploymentConfig {
+/** The operator's own chat models of the catalog (all but chat-2), each with its price and deployments. */
+export function customChatModels(
+  catalog: ModelCatalog | undefined,
+  legacy: LegacyUpstream,
+  env: Environment,
+): Record<string, { pricePer1kTokensUsd: number; deployments: ChatDeploymentConfig[] }> {
+  return Object.fromEntries(
+    Object.entries(chatModelsOf(catalog))
+      .filter(([id]) => id !== 'chat-2')
+      .map(([id, model]) => [
+        id,
+        { pricePer1kTokensUsd: model.price!.per_1k_tokens, deployments: model.deployments.map((entry) => fromCatalog(entry, legacy.CHAT_UPSTREAM_TIMEOUT_MS, env, id)) },
+      ]),
+  );
+}
+
+function fromCatalog(entry: ChatDeploymentEntry, timeoutMs: number, env: Environment, publicModel = 'chat-2'): ChatDeploymentConfig {
   const defaults = entry.provider === 'simulator' ? undefined : PROVIDER_DEFAULTS[entry.provider];
   const apiKey = deploymentKey(entry, env);
   // A local OpenAI-compatible server may need no key; every other provider does.
   if (!apiKey && entry.provider !== 'simulator' && !(entry.provider === 'openai' && entry.base_url)) {
-    throw new Error(`MODELS_FILE: deployment '${entry.id}' of chat-2 has no key (set ${entry.api_key_env ?? entry.api_key_file ?? `the ${entry.provider} key variable`})`);
+    throw new Error(`MODELS_FILE: deployment '${entry.id}' of ${publicModel} has no key (set ${entry.api_key_env ?? entry.api_key_file ?? `the ${entry.provider} key variable`})`);
   }
   return {
     id: entry.id,

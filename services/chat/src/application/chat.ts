@@ -46,12 +46,21 @@ export interface CompletionLifecycle {
   deadlineMs: number;
 }
 
+/** A public chat model of the operator's own catalog: its deployments, and what customers pay for it. */
+export interface ServedChatModel {
+  provider: ChatProvider;
+  /** Integer micro-USD per 1,000 tokens. */
+  microsPer1kTokens: number;
+}
+
 export interface ChatDeps {
   eventStore: EventStore;
   commands: CommandHandler;
   readModels: ReadModels;
-  /** Serves live keys. */
+  /** Serves chat-2 for live keys. */
   provider: ChatProvider;
+  /** The operator's own chat models, by id, for live keys (test keys get the simulator, at the model's price: free). */
+  models?: Readonly<Record<string, ServedChatModel>>;
   /** Serves test keys, which are never charged. */
   simulator: ChatProvider;
   tokenizer: Tokenizer;
@@ -74,6 +83,10 @@ type Caller = { org_id: string; mode: 'live' | 'test' };
 interface Job {
   id: string;
   created: number;
+  /** The public model asked for, what serves it for this caller, and its price. */
+  model: string;
+  provider: ChatProvider;
+  microsPer1kTokens: number;
   caller: Caller;
   prompts: Array<{ messages: ChatMessage[]; promptTokens: number }>;
   maxTokens: number;
@@ -106,7 +119,7 @@ const discard: Sink = async () => {};
 /** A text completion keeps no session. */
 const recordNothing = async () => {};
 
-const MODEL = 'chat-2';
+const CHAT_2 = 'chat-2';
 /**
  * A completion's reservation expires this long after its deadline: billing then releases it itself, when
  * no replica did (its replica never came back, in a deployment without presence).
@@ -161,7 +174,7 @@ export class ChatService {
         id: job.id,
         object: 'chat.completion',
         created: job.created,
-        model: MODEL,
+        model: job.model,
         choices: outcome.choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text }, finish_reason: c.finishReason })),
         usage: outcome.usage,
         session_id: sessionId,
@@ -173,7 +186,7 @@ export class ChatService {
       id: job.id,
       object: 'chat.completion.chunk',
       created: job.created,
-      model: MODEL,
+      model: job.model,
       choices,
       session_id: sessionId,
       ...(includeUsage ? { usage: usage ?? null } : {}),
@@ -210,7 +223,7 @@ export class ChatService {
       id: job.id,
       object: 'text_completion' as const,
       created: job.created,
-      model: MODEL,
+      model: job.model,
       choices,
       ...(usage !== undefined ? { usage } : {}),
     });
@@ -287,18 +300,21 @@ export class ChatService {
   private async reserve(
     id: string,
     now: number,
-    request: Caller & { temperature?: number | undefined; stop?: string | string[] | null | undefined },
+    request: Caller & { model: string; temperature?: number | undefined; stop?: string | string[] | null | undefined },
     prompts: Job['prompts'],
     requestedMaxTokens: number | undefined,
     description: string,
   ): Promise<Job> {
     const maxTokens = requestedMaxTokens ?? this.deps.pricing.defaultMaxTokens;
     const promptTokens = prompts.reduce((sum, p) => sum + p.promptTokens, 0);
-    const { microsPer1kTokens } = this.deps.pricing;
+    const { provider, microsPer1kTokens } = this.served(request.model, request.mode);
     const reservedMicros = costMicros(promptTokens + prompts.length * maxTokens, microsPer1kTokens);
     const job: Job = {
       id,
       created: unixSeconds(now),
+      model: request.model,
+      provider,
+      microsPer1kTokens,
       caller: { org_id: request.org_id, mode: request.mode },
       prompts,
       maxTokens,
@@ -334,14 +350,24 @@ export class ChatService {
     return job;
   }
 
-  /** A parameter no deployment of chat-2 accepts is refused before anything is held, never dropped. */
+  /** What serves a model for this caller, at what price; a model this service does not serve is a 400. */
+  private served(model: string, mode: Caller['mode']): ServedChatModel {
+    const own = model === CHAT_2 ? { provider: this.deps.provider, microsPer1kTokens: this.deps.pricing.microsPer1kTokens } : this.deps.models?.[model];
+    if (!own) {
+      const served = [CHAT_2, ...Object.keys(this.deps.models ?? {})].join(', ');
+      throw new DomainError({ kind: 'InvalidState', code: 'invalid_model', message: `The model '${model}' is not served here; chat models: ${served}.`, param: 'model' });
+    }
+    return mode === 'test' ? { ...own, provider: this.deps.simulator } : own;
+  }
+
+  /** A parameter no deployment of the model accepts is refused before anything is held, never dropped. */
   private refuseUnsupported(job: Job) {
-    const param = this.deps.provider.unsupported?.(this.request(job, job.prompts[0]!, false));
+    const param = job.provider.unsupported?.(this.request(job, job.prompts[0]!, false));
     if (param === undefined) return;
     throw new DomainError({
       kind: 'InvalidState',
       code: 'unsupported_parameter',
-      message: `${param} is not supported by any provider serving ${MODEL} here; send the request without it.`,
+      message: `${param} is not supported by any provider serving ${job.model} here; send the request without it.`,
       param,
     });
   }
@@ -463,11 +489,11 @@ export class ChatService {
 
   /** Captures the usage (capped at the reservation), with the deployment that served it and what it cost us. */
   private settle(job: Job, outcome: Outcome): Promise<void> {
-    const charged = chargeMicros(outcome.usage, this.deps.pricing.microsPer1kTokens, job.reservedMicros);
+    const charged = chargeMicros(outcome.usage, job.microsPer1kTokens, job.reservedMicros);
     const { served } = outcome;
     const usage = served && {
       product: job.id.startsWith('cmpl_') ? ('text' as const) : ('chat' as const),
-      model: MODEL,
+      model: job.model,
       deployment: served.deployment,
       provider: served.provider,
       upstream_model: served.model,
@@ -479,7 +505,7 @@ export class ChatService {
   }
 
   private async generate(job: Job, sink: Sink, signal: AbortSignal): Promise<Outcome> {
-    const provider = job.caller.mode === 'test' ? this.deps.simulator : this.deps.provider;
+    const { provider } = job;
     const outcome: Outcome = { choices: [], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, providerCostMicros: 0 };
     for (const [index, prompt] of job.prompts.entries()) {
       if (signal.aborted) break;

@@ -1,4 +1,4 @@
-import { BalanceSchema, HealthSchema, MODELS, ModelListSchema, ModelSchema, notFound, Subjects } from '@oc/contracts';
+import { BalanceSchema, HealthSchema, type Model, MODELS, ModelListSchema, ModelSchema, notFound, Subjects } from '@oc/contracts';
 import { type ChatRouteOptions, chatRoutes } from './chat-routes';
 import type { Route } from './routes';
 import type { EventStreamOptions } from './event-stream-routes';
@@ -6,7 +6,14 @@ import { webhookRoutes } from './webhook-routes';
 import { videoRoutes } from './video-routes';
 
 /** The public `/v1` surface: health, account and models here; each service's routes come from its own file. */
-export function v1Routes(version: string, now: () => number, chat: ChatRouteOptions = {}, events: EventStreamOptions = {}): Route[] {
+/** `models`: the spec's and the operator's own (MODELS_FILE), as `modelsServed` lists them. */
+export function v1Routes(
+  version: string,
+  now: () => number,
+  chat: ChatRouteOptions = {},
+  events: EventStreamOptions = {},
+  models: readonly Model[] = MODELS,
+): Route[] {
   return [
     {
       method: 'GET',
@@ -28,7 +35,7 @@ export function v1Routes(version: string, now: () => number, chat: ChatRouteOpti
       path: '/v1/models',
       scope: null,
       doc: { summary: "The models this API serves, in OpenAI's list shape", response: ModelListSchema },
-      handle: async () => ({ ok: true, data: { object: 'list', data: MODELS } }),
+      handle: async () => ({ ok: true, data: { object: 'list', data: models } }),
     },
     {
       method: 'GET',
@@ -36,7 +43,7 @@ export function v1Routes(version: string, now: () => number, chat: ChatRouteOpti
       scope: null,
       doc: { summary: 'One model', response: ModelSchema },
       handle: async ({ params }) => {
-        const model = MODELS.find((m) => m.id === params.model);
+        const model = models.find((m) => m.id === params.model);
         if (!model) {
           throw notFound('model_not_found', `The model '${params.model}' does not exist; GET /v1/models lists the models served.`, 'model');
         }
