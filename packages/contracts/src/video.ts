@@ -1,7 +1,9 @@
 import { z } from 'zod';
+import { PublicModelIdSchema } from './catalog';
 import { ApiError } from './errors';
 import { VideoNotifications } from './video-events';
 
+/** The spec's video models; an operator's catalog may add public video models of its own (`videoModelsOf`). */
 export const VIDEO_MODELS = ['video-2', 'video-2-pro'] as const;
 export const VIDEO_SIZES = ['1280x720', '720x1280', '1024x1792', '1792x1024'] as const;
 export const VIDEO_SECONDS = ['4', '8', '12'] as const;
@@ -10,7 +12,10 @@ export const VIDEO_FAILURE_CODES = ['content_policy_violation', 'generation_fail
 /** OpenAI's download variants; `spritesheet` is refused with 400 because no sprite sheet is produced. */
 export const VIDEO_CONTENT_VARIANTS = ['video', 'thumbnail'] as const;
 
-export type VideoModel = (typeof VIDEO_MODELS)[number];
+export type SpecVideoModel = (typeof VIDEO_MODELS)[number];
+/** A public video model id: one of the spec's, or one of the operator's catalog; the video service knows which it serves. */
+export type VideoModel = string;
+export const isSpecVideoModel = (model: string): model is SpecVideoModel => (VIDEO_MODELS as readonly string[]).includes(model);
 export type VideoSize = (typeof VIDEO_SIZES)[number];
 export type VideoSeconds = (typeof VIDEO_SECONDS)[number];
 export type VideoStatus = (typeof VIDEO_STATUSES)[number];
@@ -21,8 +26,14 @@ const Prompt = z.string().min(10).max(500);
 
 // ---------- HTTP bodies and queries ----------
 
+/**
+ * Which model ids exist is the video service's to say (the spec's and its catalog's): the gateway checks the
+ * form only. Lazy: the catalog's schemas use this module's enums.
+ */
+const VideoModelId = z.lazy(() => PublicModelIdSchema);
+
 export const CreateVideoBody = z.strictObject({
-  model: z.enum(VIDEO_MODELS, { error: `model must be one of ${VIDEO_MODELS.join(', ')}` }),
+  model: VideoModelId,
   prompt: Prompt,
   seconds: z.enum(VIDEO_SECONDS, { error: "seconds must be '4', '8' or '12' (a string)" }),
   size: z.enum(VIDEO_SIZES, { error: `size must be one of ${VIDEO_SIZES.join(', ')}` }),
@@ -60,7 +71,7 @@ export const VideoSchema = z.object({
   id: z.string(),
   object: z.literal('video'),
   created: z.int(),
-  model: z.enum(VIDEO_MODELS),
+  model: z.string(),
   prompt: z.string(),
   status: z.enum(VIDEO_STATUSES),
   progress: z.int().min(0).max(100),
@@ -142,7 +153,7 @@ export const VideoEvents = {
   VideoRequested: z.object({
     ...VideoKey,
     mode: z.enum(['live', 'test']),
-    model: z.enum(VIDEO_MODELS),
+    model: z.string(),
     prompt: z.string(),
     seconds: z.enum(VIDEO_SECONDS),
     size: z.enum(VIDEO_SIZES),

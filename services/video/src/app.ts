@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { aloneReplica, type Clock, type IdSource, type Replicas, repeatByClock, VIDEO_MODELS, type VideoModel } from '@oc/contracts';
+import { aloneReplica, type Clock, type IdSource, type ModelCatalog, type Replicas, repeatByClock, type VideoModel } from '@oc/contracts';
 import { CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
 import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
@@ -12,12 +12,13 @@ import { billingOver } from './adapters/billing-client';
 import { FfmpegRenderer } from './adapters/ffmpeg-renderer';
 import { LocalFileStore } from './adapters/local-file-store';
 import { DeploymentPool, providerEnvironment, readCatalogFile } from '@oc/routing';
-import { type VideoDeploymentConfig, type VideoTarget, videoDeployments, videoTarget } from './adapters/deployments';
+import { type VideoModelDeployments, type VideoTarget, videoDeployments, videoTarget } from './adapters/deployments';
 import { RoutedVideoProviders } from './adapters/routed-providers';
 import { ClockScheduler } from './adapters/scheduler';
 import { SimulatedProvider } from './adapters/simulator';
 import { traceVideoProvider } from './adapters/traced-provider';
 import { fileKey, type JobTimings, VideoJobs } from './application/jobs';
+import { type VideoPrices, videoPrices } from './domain/pricing';
 import type { FileStore, Scheduler, UrlSigner, VideoProvider } from './application/ports';
 import { VideoService } from './application/videos';
 import type { VideoConfig } from './config';
@@ -36,9 +37,10 @@ export interface VideoRuntime {
   config: VideoConfig;
   /**
    * Each video model's deployments for live keys, in catalog order (test keys always get the simulator); by
-   * default MODELS_FILE's, else the built-in order over the providers' keys in the environment.
+   * default MODELS_FILE's, else the built-in order over the providers' keys in the environment. Its models are
+   * the ones served: the spec's, and models of the operator's own priced in MODELS_FILE.
    */
-  deployments?: Record<VideoModel, VideoDeploymentConfig[]>;
+  deployments?: VideoModelDeployments;
   /** The router's weighted choice; Math.random unless a test fixes it. */
   random?: () => number;
   /** Absolute base of `url` values (PUBLIC_BASE_URL). */
@@ -75,17 +77,28 @@ export class VideoModule {
  * The deployments behind each model. Upstream calls are GenAI spans when telemetry is on; otherwise the adapters
  * are used as they are.
  */
-function routedProviders(runtime: VideoRuntime, simulator: VideoProvider): { live: RoutedVideoProviders; simulator: VideoProvider } {
+function routedProviders(
+  runtime: VideoRuntime,
+  catalog: ModelCatalog | undefined,
+  simulator: VideoProvider,
+): { live: RoutedVideoProviders; simulator: VideoProvider; prices: VideoPrices } {
   const { config } = runtime;
-  const deployments = runtime.deployments ?? videoDeployments(config.MODELS_FILE ? readCatalogFile(config.MODELS_FILE) : undefined, config, providerEnvironment(config));
+  const deployments = runtime.deployments ?? videoDeployments(catalog, config, providerEnvironment(config));
+  const priced = videoPrices(config.VIDEO_PRICES, catalog);
+  const prices = Object.fromEntries(
+    Object.keys(deployments).map((model) => {
+      if (!Object.hasOwn(priced, model)) throw new Error(`video model ${model} has no price: give it one in MODELS_FILE`);
+      return [model, priced[model]!];
+    }),
+  );
   const traced = telemetryEnabled();
   const trace = (inner: VideoProvider, provider: string, model: string) =>
     traced ? traceVideoProvider(inner, { provider, modelOf: () => model }) : inner;
   const pools = Object.fromEntries(
-    VIDEO_MODELS.map((model) => [
+    Object.entries(deployments).map(([model, served]) => [
       model,
       new DeploymentPool(
-        deployments[model].map((d) => {
+        served.map((d) => {
           const target = videoTarget(d, simulator);
           const provider = d.provider === 'simulator' ? 'oc.simulator' : d.provider;
           return { id: d.id, provider: d.provider, model: d.model, weight: d.weight, maxConcurrency: d.maxConcurrency, rpm: d.rpm, target: { ...target, provider: trace(target.provider, provider, d.model) } };
@@ -100,7 +113,7 @@ function routedProviders(runtime: VideoRuntime, simulator: VideoProvider): { liv
     onFailure: (deployment, err) =>
       runtime.logger.warn({ deployment, detail: err instanceof Error ? ((err as { detail?: string }).detail ?? err.message) : String(err) }, 'video deployment failed'),
   });
-  return { live, simulator: traced ? traceVideoProvider(simulator, { provider: 'oc.simulator', modelOf: (model) => model }) : simulator };
+  return { live, simulator: traced ? traceVideoProvider(simulator, { provider: 'oc.simulator', modelOf: (model) => model }) : simulator, prices };
 }
 
 /** The S3 client is loaded only when a bucket is configured: it is large, and costs start-up time. */
@@ -161,7 +174,7 @@ export async function createVideo(runtime: VideoRuntime) {
     retryMs: config.VIDEO_RETRY_MS,
   };
   const base = runtime.publicBaseUrl.replace(/\/$/, '');
-  const providers = routedProviders(runtime, simulator);
+  const providers = routedProviders(runtime, config.MODELS_FILE ? readCatalogFile(config.MODELS_FILE) : undefined, simulator);
   const jobs = new VideoJobs({
     eventStore: runtime.eventStore,
     commands,
@@ -191,7 +204,7 @@ export async function createVideo(runtime: VideoRuntime) {
     permanent,
     clock,
     ids: runtime.ids,
-    prices: config.VIDEO_PRICES,
+    prices: providers.prices,
     routing: providers.live,
     deployments: () => providers.live.statuses(),
     timings,

@@ -4,10 +4,11 @@ import { join } from 'node:path';
 import { VIDEO_MODELS } from '@oc/contracts';
 import { DeploymentPool, readCatalogFile } from '@oc/routing';
 import { describe, expect, it } from 'vitest';
-import { videoDeployments, videoTarget } from '../src/adapters/deployments';
+import { videoDeployments, videoModelIds, videoTarget } from '../src/adapters/deployments';
 import { RoutedVideoProviders } from '../src/adapters/routed-providers';
 import type { VideoProvider } from '../src/application/ports';
 import { VideoConfigSchema } from '../src/config';
+import { DEFAULT_PRICES, videoPriceMicros, videoPrices } from '../src/domain/pricing';
 
 const legacy = VideoConfigSchema.parse({});
 const simulator = { name: 'simulator' } as VideoProvider;
@@ -92,6 +93,10 @@ describe('the example catalog in deploy/', () => {
     const env = { GEMINI_API_KEY: 'g-x', FAL_KEY: 'fal-x', REPLICATE_API_TOKEN: 'r8_x' };
     const deployments = videoDeployments(catalog, legacy, env);
     expect(deployments['video-2'].map((d) => d.id)).toEqual(['veo-fast', 'fal-seedance']);
-    expect(Object.keys(catalog.models)).toEqual(['chat-2', 'video-2', 'video-2-pro']);
+    expect(Object.keys(catalog.models)).toEqual(expect.arrayContaining(['chat-2', 'video-2', 'video-2-pro', 'clip-fast']));
+    // A model of the operator's own: served by its deployments only, at its own price.
+    expect(videoModelIds(catalog)).toEqual(['video-2', 'video-2-pro', 'clip-fast']);
+    expect(deployments['clip-fast']).toMatchObject([{ id: 'fal-a', provider: 'fal', seconds: ['4', '8', '12'], costPerSecondUsd: 0.0216 }]);
+    expect(videoPriceMicros(videoPrices(DEFAULT_PRICES, catalog), 'clip-fast', '1792x1024', '8')).toBe(400_000);
   });
 });

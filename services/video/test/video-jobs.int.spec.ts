@@ -256,6 +256,84 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     expect((await service.create({ ...request, mode: 'test', seconds: '12' })).status).toBe('queued');
   });
 
+  it("serves a model of the operator's own from the catalog: its price, its deployment, its usage, its id, remixed alike", async () => {
+    const catalog = join(dataDir, 'models.yaml');
+    await writeFile(
+      catalog,
+      [
+        'models:',
+        '  clip-fast:',
+        '    type: video',
+        '    price: { per_second: 0.05 }',
+        '    deployments:',
+        `      - { id: clip-a, provider: openai, model: seedance-fast, base_url: "${upstream.url}", seconds: ["4", "8"], cost: { per_second: 0.02 } }`,
+      ].join('\n'),
+    );
+    const { service } = await start({ MODELS_FILE: catalog, VIDEO_UPSTREAM_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator' });
+    const own = { ...request, model: 'clip-fast', size: '1792x1024' as const };
+    // Its own price per second, whatever the size: 4 s × 0.05 USD.
+    const created = await service.create(own);
+    expect(created).toMatchObject({ model: 'clip-fast', status: 'queued', 'x-cost': { amount: 0.2, currency: 'usd' } });
+    expect(billing.reserved.get(created.id)).toBe(200_000);
+    await runDue();
+    expect(upstreamJob()).toMatchObject({ model: 'seedance-fast', seconds: '4', size: '1792x1024' });
+    Object.assign(upstreamJob(), { status: 'completed', progress: 100 });
+    clock.advance(5_000);
+    await runDue();
+    expect(await retrieve(created.id)).toMatchObject({ id: created.id, model: 'clip-fast', status: 'completed', 'x-cost': { amount: 0.2, currency: 'usd' } });
+    expect(billing.captures).toEqual([created.id]);
+    expect(billing.usages.get(created.id)).toEqual({
+      product: 'video',
+      model: 'clip-fast',
+      deployment: 'clip-a',
+      provider: 'openai',
+      upstream_model: 'seedance-fast',
+      seconds: 4,
+      provider_cost_micros: 80_000,
+    });
+    expect((await service.list({ org_id: 'org_1', limit: 20, order: 'desc' })).data.map((v) => [v.id, v.model])).toEqual([[created.id, 'clip-fast']]);
+    expect(service.deployments()).toContainEqual(expect.objectContaining({ model: 'clip-fast', id: 'clip-a', upstream_model: 'seedance-fast', calls: 1 }));
+
+    // A remix keeps the source's model, and its price.
+    const remix = await service.remix({ org_id: 'org_1', mode: 'live', video_id: created.id, prompt: 'The same lighthouse at dawn' });
+    expect(remix).toMatchObject({ model: 'clip-fast', remixed_from_video_id: created.id, 'x-cost': { amount: 0.2, currency: 'usd' } });
+    await runDue();
+    expect(upstreamJob()).toMatchObject({ model: 'seedance-fast', prompt: 'The same lighthouse at dawn' });
+
+    // What none of its deployments makes is refused before anything is held; a test key's video is the simulator's.
+    const reserved = billing.reserved.size;
+    await expect(service.create({ ...own, seconds: '12' })).rejects.toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'seconds' });
+    expect(billing.reserved.size).toBe(reserved);
+    expect(await service.create({ ...own, mode: 'test', seconds: '12' })).toMatchObject({ model: 'clip-fast', status: 'queued', 'x-cost': { amount: 0.6, currency: 'usd' } });
+    // The spec's models keep the spec's prices beside it.
+    expect((await service.create({ ...request, model: 'video-2-pro', mode: 'test' }))['x-cost']).toEqual({ amount: 1.2, currency: 'usd' });
+  });
+
+  it('refuses a model it does not serve with 400 invalid_model, naming the models it serves, before anything is held', async () => {
+    const { service } = await start();
+    for (const model of ['nope', 'video-3']) {
+      await expect(service.create({ ...request, model })).rejects.toMatchObject({
+        status: 400,
+        type: 'invalid_request_error',
+        code: 'invalid_model',
+        param: 'model',
+        // What the gateway answered when it knew the spec's models only.
+        message: "Invalid 'model': model must be one of video-2, video-2-pro.",
+      });
+      await expect(service.create({ ...request, mode: 'test', model })).rejects.toMatchObject({ status: 400, code: 'invalid_model' });
+    }
+    expect(billing.reserved.size).toBe(0);
+    expect((await service.list({ org_id: 'org_1', limit: 20, order: 'desc' })).data).toEqual([]);
+
+    const catalog = join(dataDir, 'models.yaml');
+    await writeFile(catalog, `models:\n  clip-fast:\n    type: video\n    price: { per_second: 0.05 }\n    deployments:\n      - { id: clip-a, provider: simulator, model: sim }\n`);
+    const withOwn = await start({ MODELS_FILE: catalog, VIDEO_PROVIDER: 'simulator' });
+    await expect(withOwn.service.create({ ...request, model: 'clip-slow' })).rejects.toMatchObject({
+      code: 'invalid_model',
+      message: "Invalid 'model': model must be one of video-2, video-2-pro, clip-fast.",
+    });
+  });
+
   it('retries a capture billing could not take, across a restart, and captures exactly once', async () => {
     const first = await start();
     const created = await first.service.create(request);

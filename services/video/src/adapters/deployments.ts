@@ -1,5 +1,7 @@
 import {
+  isSpecVideoModel,
   type ModelCatalog,
+  type SpecVideoModel,
   videoModelsOf,
   usdToMicros,
   VIDEO_MODELS,
@@ -47,7 +49,7 @@ export interface VideoTarget {
 
 type KnownProvider = 'gemini' | 'fal' | 'replicate';
 interface ProviderDefaults {
-  defaults: Record<VideoModel, { model: string; seconds: readonly string[]; sizes: readonly string[]; cost_per_second_usd: number }>;
+  defaults: Record<SpecVideoModel, { model: string; seconds: readonly string[]; sizes: readonly string[]; cost_per_second_usd: number }>;
   capabilities(model: string): { seconds: string[]; sizes: string[] } | undefined;
 }
 const PROVIDERS: Record<KnownProvider, ProviderDefaults> = {
@@ -63,29 +65,41 @@ interface LegacyUpstream {
   VIDEO_PROVIDER: 'simulator' | 'openai';
   VIDEO_UPSTREAM_BASE_URL: string;
   VIDEO_UPSTREAM_API_KEY?: string | undefined;
-  VIDEO_UPSTREAM_MODELS: Partial<Record<VideoModel, string>>;
+  VIDEO_UPSTREAM_MODELS: Partial<Record<SpecVideoModel, string>>;
   VIDEO_UPSTREAM_POLL_MS: number;
 }
 
 /** One provider call (a submission, a poll, the MP4's download). */
 const REQUEST_TIMEOUT_MS = 60_000;
 
+/** Each served model's deployments: the spec's models always, the catalog's own too. */
+export type VideoModelDeployments = Record<SpecVideoModel, VideoDeploymentConfig[]> & Record<VideoModel, VideoDeploymentConfig[]>;
+
+/** The video models served: the spec's, then the catalog's own, in its order. */
+export const videoModelIds = (catalog: ModelCatalog | undefined): VideoModel[] => [
+  ...VIDEO_MODELS,
+  ...Object.keys(videoModelsOf(catalog)).filter((model) => !isSpecVideoModel(model)),
+];
+
 /**
- * Each video model's deployments: the catalog's, for the models it lists; otherwise the built-in order, which
- * sends everything to the first provider whose key is set and fails over to the others: the earlier releases'
- * VIDEO_PROVIDER=openai upstream, then GEMINI_API_KEY (Veo), FAL_KEY, REPLICATE_API_TOKEN; the simulator
- * when none is set.
+ * Each video model's deployments: the catalog's, for the models it lists (the operator's own models are
+ * listed there only); otherwise the built-in order, which sends everything to the first provider whose key
+ * is set and fails over to the others: the earlier releases' VIDEO_PROVIDER=openai upstream, then
+ * GEMINI_API_KEY (Veo), FAL_KEY, REPLICATE_API_TOKEN; the simulator when none is set.
  */
-export function videoDeployments(catalog: ModelCatalog | undefined, legacy: LegacyUpstream, env: Environment): Record<VideoModel, VideoDeploymentConfig[]> {
+export function videoDeployments(catalog: ModelCatalog | undefined, legacy: LegacyUpstream, env: Environment): VideoModelDeployments {
+  const listed = videoModelsOf(catalog);
   return Object.fromEntries(
-    VIDEO_MODELS.map((model) => {
-      const listed = videoModelsOf(catalog)[model]?.deployments;
-      return [model, listed ? listed.map((entry) => fromCatalog(model, entry, legacy, env)) : builtIn(model, legacy, env)];
+    videoModelIds(catalog).map((model) => {
+      const entries = listed[model]?.deployments;
+      if (entries) return [model, entries.map((entry) => fromCatalog(model, entry, legacy, env))];
+      if (!isSpecVideoModel(model)) throw new Error(`video model ${model} has no deployments`);
+      return [model, builtIn(model, legacy, env)];
     }),
-  ) as Record<VideoModel, VideoDeploymentConfig[]>;
+  ) as VideoModelDeployments;
 }
 
-function builtIn(model: VideoModel, legacy: LegacyUpstream, env: Environment): VideoDeploymentConfig[] {
+function builtIn(model: SpecVideoModel, legacy: LegacyUpstream, env: Environment): VideoDeploymentConfig[] {
   const deployments: VideoDeploymentConfig[] = [];
   const weight = () => (deployments.length === 0 ? 1 : 0);
   const legacyModel = legacy.VIDEO_UPSTREAM_MODELS[model];

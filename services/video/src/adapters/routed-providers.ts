@@ -1,4 +1,4 @@
-import { type VideoModel, VIDEO_MODELS } from '@oc/contracts';
+import type { VideoModel } from '@oc/contracts';
 import { type DeploymentPool, deploymentStatuses, ProviderError } from '@oc/routing';
 import type { GenerationJob, ServingDeployment, StartedGeneration, UpstreamFailure, VideoRouting } from '../application/ports';
 import type { VideoTarget } from './deployments';
@@ -15,8 +15,14 @@ export class RoutedVideoProviders implements VideoRouting {
     private readonly options: { now: () => number; onFailure(deployment: string, error: unknown): void },
   ) {}
 
+  private pool(model: VideoModel): DeploymentPool<VideoTarget> {
+    const pool = Object.hasOwn(this.pools, model) ? this.pools[model] : undefined;
+    if (!pool) throw new Error(`video model ${model} is not served here`);
+    return pool;
+  }
+
   unsupported(job: Pick<GenerationJob, 'model' | 'seconds' | 'size'>): 'seconds' | 'size' | undefined {
-    const specs = this.pools[job.model].specs;
+    const specs = this.pool(job.model).specs;
     if (!specs.some((d) => d.target.seconds.has(job.seconds))) return 'seconds';
     if (!specs.some((d) => d.target.sizes.has(job.size))) return 'size';
     // Each is made somewhere, but not together.
@@ -25,7 +31,9 @@ export class RoutedVideoProviders implements VideoRouting {
   }
 
   async start(job: GenerationJob, now: number): Promise<(StartedGeneration & { deployment: string }) | UpstreamFailure> {
-    const pool = this.pools[job.model];
+    // A job queued before its model left the catalog: nothing can generate it.
+    if (!Object.hasOwn(this.pools, job.model)) return { status: 'failed', code: 'generation_failed', message: `The model ${job.model} is no longer served.` };
+    const pool = this.pool(job.model);
     const tried = new Set<string>();
     let last: unknown;
     for (;;) {
@@ -53,7 +61,8 @@ export class RoutedVideoProviders implements VideoRouting {
   }
 
   deployment(model: VideoModel, id: string): ServingDeployment | undefined {
-    const spec = this.pools[model].specs.find((d) => d.id === id);
+    // A model the catalog no longer lists has no deployment left.
+    const spec = Object.hasOwn(this.pools, model) ? this.pools[model]!.specs.find((d) => d.id === id) : undefined;
     return (
       spec && {
         id: spec.id,
@@ -66,6 +75,6 @@ export class RoutedVideoProviders implements VideoRouting {
   }
 
   statuses() {
-    return VIDEO_MODELS.flatMap((model) => deploymentStatuses(model, this.pools[model].stats()));
+    return Object.entries(this.pools).flatMap(([model, pool]) => deploymentStatuses(model, pool.stats()));
   }
 }

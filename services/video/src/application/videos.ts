@@ -21,7 +21,7 @@ import { type CommandHandler, KeyedMutex } from '@oc/eventstore';
 import type { Logger } from 'pino';
 import { pageAfter, type ReadModels } from '@oc/readmodel';
 import { violatesContentPolicy } from '../domain/content-policy';
-import { type PriceTable, videoPriceMicros } from '../domain/pricing';
+import { type VideoPrices, videoPriceMicros } from '../domain/pricing';
 import { idempotencyKeyDecider, type IdempotencyKeyState, idempotencyKeyStream } from '../domain/idempotency';
 import { type VideoCommand, videoDecider, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
@@ -38,7 +38,8 @@ export interface VideoServiceDeps {
   permanent: FileStore;
   clock: Clock;
   ids: IdSource;
-  prices: PriceTable;
+  /** The models served, each at its price: the spec's (VIDEO_PRICES) and the catalog's own. */
+  prices: VideoPrices;
   /** What the deployments of each model can generate: a request none can serve is refused before it is charged. */
   routing: Pick<VideoRouting, 'unsupported'>;
   /** How each deployment fares, as this replica's router sees it. */
@@ -105,6 +106,9 @@ export class VideoService {
     const source = await this.visible(m.org_id, m.video_id);
     if (source.status !== 'completed') {
       throw invalidRequest('video_not_completed', `Video ${source._id} is ${source.status}; only a completed video can be remixed.`);
+    }
+    if (!this.serves(source.model)) {
+      throw invalidRequest('invalid_model', `Video ${source._id} was made with ${source.model}, which is no longer served here; create a new video with one of ${this.models().join(', ')}.`);
     }
     const request: CreateVideoRequest = { model: source.model, prompt: m.prompt, seconds: source.seconds, size: source.size };
     return this.createVideo(m, request, source._id);
@@ -181,7 +185,18 @@ export class VideoService {
     };
   }
 
+  /** The spec's models and the catalog's own: the gateway checks a model id's form only. */
+  private models(): string[] {
+    return Object.keys(this.deps.prices);
+  }
+
+  private serves(model: string): boolean {
+    return Object.hasOwn(this.deps.prices, model);
+  }
+
   private async createVideo(caller: Caller, request: CreateVideoRequest, remixedFrom: string | null): Promise<Video> {
+    // As the gateway answered when it knew the spec's models only.
+    if (!this.serves(request.model)) throw invalidRequest('invalid_model', `Invalid 'model': model must be one of ${this.models().join(', ')}.`, 'model');
     if (violatesContentPolicy(request.prompt)) {
       throw contentPolicyViolation('The prompt violates the content policy; nothing was created or charged.');
     }
