@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -478,5 +478,72 @@ describe('two providers, the first failing: each request fails over to the secon
     expect(veo.requests.map((r) => `${r.method} ${r.path}`)).toEqual(['POST /v1beta/models/veo-3.1-fast-generate-preview:predictLongRunning']);
     expect(fal.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
     expect(fal.requests.some((r) => r.path.startsWith('/files/'))).toBe(true);
+  });
+});
+
+describe("models of the operator's own, from a catalog: listed, served and charged at their own price", () => {
+  let service: RunningService;
+  let dir: string;
+  const c = customerOf(() => service);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'oc-catalog-'));
+    const catalog = join(dir, 'models.yaml');
+    await writeFile(
+      catalog,
+      [
+        'models:',
+        '  budget-chat:',
+        '    type: chat',
+        '    price: { per_1k_tokens: 0.02 }',
+        '    deployments: [{ id: sim, provider: simulator, model: chat-sim }]',
+        '  clip-fast:',
+        '    type: video',
+        '    price: { per_second: 0.05 }',
+        '    deployments: [{ id: sim, provider: simulator, model: simulator }]',
+      ].join('\n'),
+    );
+    service = await start({ MODELS_FILE: catalog, SIM_VIDEO_DURATION_MS: '0' });
+  });
+  afterAll(async () => {
+    await service?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('lists them after the spec models in GET /v1/models, and retrieves each', async () => {
+    const { key } = await c.newCustomer();
+    const list = await c.api().call('GET', '/v1/models', { token: key });
+    expect(list.body.data.map((m: { id: string }) => m.id)).toEqual(['chat-2', 'video-2', 'video-2-pro', 'budget-chat', 'clip-fast']);
+    expect((await c.api().call('GET', '/v1/models/budget-chat', { token: key })).body).toMatchObject({ id: 'budget-chat', object: 'model' });
+  });
+
+  it('answers a chat under its own name and charges its own price per token', async () => {
+    const { key } = await c.newCustomer();
+    const before = await c.balance(key);
+    const res = await c.api().call('POST', '/v1/chat/completions', { token: key, body: { model: 'budget-chat', messages: hello, max_tokens: 32 } });
+    expect(res.status).toBe(200);
+    expect(res.body.model).toBe('budget-chat');
+    // 0.02 USD per 1,000 tokens: 20 micro-USD a token, not chat-2's 80.
+    expect(await c.balance(key)).toEqual({ available: before.available - res.body.usage.total_tokens * 20, reserved: 0 });
+  });
+
+  it('makes a video of its own model at its own price per second', async () => {
+    const { key } = await c.newCustomer();
+    const created = await c.createVideo(key, { model: 'clip-fast', seconds: '4' });
+    expect(created.status).toBe(200);
+    expect(created.body).toMatchObject({ model: 'clip-fast', 'x-cost': { amount: 0.2, currency: 'usd' } });
+    expect(await c.finished(key, created.body.id)).toMatchObject({ status: 'completed', model: 'clip-fast' });
+    await c.eventually(async () => expect(await c.balance(key)).toEqual({ available: 9_800_000, reserved: 0 }));
+  });
+
+  it('refuses a model it does not serve with 400 invalid_model, for chat and video alike', async () => {
+    const { key } = await c.newCustomer();
+    const chat = await c.api().call('POST', '/v1/chat/completions', { token: key, body: { model: 'budget-chat-2', messages: hello } });
+    expect(chat.status).toBe(400);
+    expect(chat.body.error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_model', param: 'model' });
+    const video = await c.createVideo(key, { model: 'clip-slow', seconds: '4' });
+    expect(video.status).toBe(400);
+    expect(video.body.error).toMatchObject({ code: 'invalid_model', param: 'model' });
+    expect(await c.balance(key)).toEqual({ available: 10_000_000, reserved: 0 });
   });
 });
