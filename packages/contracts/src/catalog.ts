@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { PublicModelIdSchema } from './model-id';
 import { VIDEO_SECONDS, VIDEO_SIZES } from './video';
 
 /**
@@ -62,8 +63,6 @@ export type VideoDeploymentEntry = z.infer<typeof VideoDeploymentSchema>;
 /** The spec's public models: their kind is known and their price is the spec's (CHAT_PRICE_PER_1K_TOKENS_USD, VIDEO_PRICES). */
 const SPEC_MODELS: Record<string, 'chat' | 'video'> = { 'chat-2': 'chat', 'video-2': 'video', 'video-2-pro': 'video' };
 
-/** A public model id: what customers send as `model`. */
-export const PublicModelIdSchema = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'lower-case letters, digits, ".", "_" and "-", at most 64');
 
 export const ChatCatalogModelSchema = z
   .object({

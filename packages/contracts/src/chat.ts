@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PublicModelIdSchema } from './catalog';
+import { PublicModelIdSchema } from './model-id';
 import { ApiErrorSchema } from './errors';
 import { ListQuery } from './billing';
 import { Subjects } from './subjects';

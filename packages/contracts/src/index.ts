@@ -16,5 +16,6 @@ export * from './gateway';
 export * from './configuration';
 export * from './models';
 export * from './streams';
+export * from './model-id';
 export * from './catalog';
 export * from './providers';

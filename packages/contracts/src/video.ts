@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PublicModelIdSchema } from './catalog';
+import { PublicModelIdSchema } from './model-id';
 import { ApiError } from './errors';
 import { VideoNotifications } from './video-events';
 
@@ -26,11 +26,8 @@ const Prompt = z.string().min(10).max(500);
 
 // ---------- HTTP bodies and queries ----------
 
-/**
- * Which model ids exist is the video service's to say (the spec's and its catalog's): the gateway checks the
- * form only. Lazy: the catalog's schemas use this module's enums.
- */
-const VideoModelId = z.lazy(() => PublicModelIdSchema);
+/** Which model ids exist is the video service's to say (the spec's and its catalog's): the gateway checks the form only. */
+const VideoModelId = PublicModelIdSchema;
 
 export const CreateVideoBody = z.strictObject({
   model: VideoModelId,
