@@ -72,7 +72,7 @@ export interface ChatDeps {
   lifecycle: CompletionLifecycle;
   /** Other replicas on the same event store: what one that is gone left reserved is released at once. */
   replicas?: Replicas;
-  /** How each deployment of chat-2 fares, as this replica's router sees it. */
+  /** How each deployment of every chat model fares, as this replica's router sees it. */
   deployments(): DeploymentStatus[];
   logger: Logger;
 }
@@ -461,7 +461,13 @@ export class ChatService {
       outcome = await this.generate(job, sink, stop.signal);
     } catch (error) {
       if (error instanceof FailedAfterDelivery) {
-        if (this.charged(job)) await this.settle(job, error.delivered);
+        // The client is told why the stream ended; a capture billing could not take waits for the sweep's release.
+        if (this.charged(job)) {
+          await this.settle(job, error.delivered).catch((err: unknown) => {
+            this.stranded.set(job.id, job.caller.org_id);
+            this.deps.logger.warn({ err, completionId: job.id }, 'the delivered part of a failed stream was not charged; the next sweep releases it');
+          });
+        }
         throw error.cause;
       }
       if (this.charged(job)) await this.releaseOrLeaveToSweep(job.caller.org_id, job.id);
