@@ -92,8 +92,9 @@ function routedProviders(
     }),
   );
   const traced = telemetryEnabled();
-  const trace = (inner: VideoProvider, provider: string, model: string) =>
-    traced ? traceVideoProvider(inner, { provider, modelOf: () => model }) : inner;
+  // The simulator has no model of its own: its spans name the public model, as they always did.
+  const trace = (inner: VideoProvider, provider: string, model: string | undefined) =>
+    traced ? traceVideoProvider(inner, { provider, modelOf: (publicModel) => model ?? publicModel }) : inner;
   const pools = Object.fromEntries(
     Object.entries(deployments).map(([model, served]) => [
       model,
@@ -101,7 +102,7 @@ function routedProviders(
         served.map((d) => {
           const target = videoTarget(d, simulator);
           const provider = d.provider === 'simulator' ? 'oc.simulator' : d.provider;
-          return { id: d.id, provider: d.provider, model: d.model, weight: d.weight, maxConcurrency: d.maxConcurrency, rpm: d.rpm, target: { ...target, provider: trace(target.provider, provider, d.model) } };
+          return { id: d.id, provider: d.provider, model: d.model, weight: d.weight, maxConcurrency: d.maxConcurrency, rpm: d.rpm, target: { ...target, provider: trace(target.provider, provider, d.provider === 'simulator' ? undefined : d.model) } };
         }),
         { now: () => runtime.clock.now(), random: runtime.random ?? Math.random },
       ),
