@@ -1,7 +1,22 @@
 import { isSpanContextValid, trace } from '@opentelemetry/api';
 import { pino, type DestinationStream, type Logger } from 'pino';
 
-const SECRET_FIELDS = ['authorization', 'key', 'secret', 'api_key', 'key_hash'];
+/** Ours (API keys, webhook secrets) and the providers' (an adapter's `apiKey`, the variables that hold them). */
+const SECRET_FIELDS = [
+  'authorization',
+  'key',
+  'secret',
+  'api_key',
+  'key_hash',
+  'apiKey',
+  'OPENAI_API_KEY',
+  'ANTHROPIC_API_KEY',
+  'GEMINI_API_KEY',
+  'FAL_KEY',
+  'REPLICATE_API_TOKEN',
+  'CHAT_UPSTREAM_API_KEY',
+  'VIDEO_UPSTREAM_API_KEY',
+];
 
 /**
  * API keys and webhook secrets must never reach a log line. pino's `*.x` only matches one level

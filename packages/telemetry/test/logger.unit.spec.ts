@@ -15,6 +15,15 @@ describe('createLogger', () => {
   });
   afterAll(() => tracing.shutdown());
 
+  it("never writes a provider's key, as an adapter's option or as the variable that holds it", () => {
+    const out = capture();
+    const log = createLogger({ service: 'chat' }, out.stream);
+    log.warn({ apiKey: 'sk-ant-one', deployment: { apiKey: 'sk-two', model: 'm' }, config: { ANTHROPIC_API_KEY: 'sk-three', FAL_KEY: 'fal-four' }, GEMINI_API_KEY: 'g-five' }, 'x');
+    const text = out.lines.join('');
+    for (const secret of ['sk-ant-one', 'sk-two', 'sk-three', 'fal-four', 'g-five']) expect(text).not.toContain(secret);
+    expect(out.records()[0]).toMatchObject({ deployment: { model: 'm' } });
+  });
+
   it('stamps the service and never writes API keys or webhook secrets', () => {
     const out = capture();
     const log = createLogger({ service: 'gateway' }, out.stream);
