@@ -8,6 +8,7 @@ import { clientFor } from './client';
 import { conformingSdkFetch } from './conformance';
 import { distributed, embedded, type RunningService, type Starter } from './harness';
 import { natsReachable } from './nats';
+import { readSse } from './sse';
 
 const modes: [string, Starter][] = [
   ['embedded', embedded],
@@ -16,27 +17,6 @@ const modes: [string, Starter][] = [
 
 /** 0.08 USD per 1,000 tokens: 80 micro-USD a token. */
 const MICROS_PER_TOKEN = 80;
-
-interface SseEvent {
-  raw: string;
-  json?: any;
-}
-
-/** Reads a whole Server-Sent Events body into its `data:` payloads. */
-async function readSse(res: Response): Promise<SseEvent[]> {
-  const text = await res.text();
-  return text
-    .split('\n\n')
-    .filter((block) => block.trim() !== '')
-    .map((block) => {
-      const raw = block
-        .split('\n')
-        .filter((line) => line.startsWith('data: '))
-        .map((line) => line.slice(6))
-        .join('\n');
-      return raw === '[DONE]' ? { raw } : { raw, json: JSON.parse(raw) };
-    });
-}
 
 describe.each(modes)('chat and text completions (%s)', (_mode, start) => {
   let service: RunningService;

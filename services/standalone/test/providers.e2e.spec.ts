@@ -15,6 +15,7 @@ import { clientFor } from './client';
 import { conformingFetch } from './conformance';
 import { embedded, type RunningService } from './harness';
 import { MICROS_PER_TOKEN, micros } from './money';
+import { readSse } from './sse';
 
 /**
  * The providers issue as a customer sees it: each public model served by the provider whose key is set, failing
@@ -76,21 +77,6 @@ afterAll(() => {
 /** What every start has besides the providers' variables: quick polls, no simulator clips rendered ahead. */
 const start = (providers: Record<string, string>) =>
   embedded({ VIDEO_UPSTREAM_POLL_MS: '200', VIDEO_RETRY_MS: '200', SIM_VIDEO_PRERENDER: '0', ...providers });
-
-/** Reads a whole Server-Sent Events body into its `data:` payloads. */
-function sse(text: string): { raw: string; json?: any }[] {
-  return text
-    .split('\n\n')
-    .filter((block) => block.trim() !== '')
-    .map((block) => {
-      const raw = block
-        .split('\n')
-        .filter((line) => line.startsWith('data: '))
-        .map((line) => line.slice(6))
-        .join('\n');
-      return raw === '[DONE]' ? { raw } : { raw, json: JSON.parse(raw) };
-    });
-}
 
 /** What a customer does and reads, against one running service. */
 function customerOf(get: () => RunningService) {
@@ -190,7 +176,7 @@ function customerOf(get: () => RunningService) {
     });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
-    const events = sse(await res.text());
+    const events = await readSse(res);
     expect(events.at(-1)).toEqual({ raw: '[DONE]' });
     return events.slice(0, -1).map((e) => e.json);
   }
