@@ -1,7 +1,8 @@
 import { createServer } from 'node:net';
 import { ProviderError } from '@oc/routing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ANTHROPIC_CHAT_DEFAULT, AnthropicChatProvider } from '../src/adapters/anthropic';
+import { AnthropicChatProvider } from '../src/adapters/anthropic';
+import { ANTHROPIC_CHAT_DEFAULT } from '../src/adapters/provider-defaults';
 import type { GenerationEvent, GenerationRequest } from '../src/application/ports';
 import { type FakeAnswer, type FakeAnthropic, startFakeAnthropic } from './fakes/anthropic';
 

@@ -1,6 +1,7 @@
 import { ProviderError } from '@oc/routing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { FAL_VIDEO_DEFAULTS, falVideoCapabilities, FalVideoProvider, type FalVideoOptions } from '../src/adapters/fal';
+import { FalVideoProvider, type FalVideoOptions } from '../src/adapters/fal';
+import { FAL_VIDEO_DEFAULTS, falVideoCapabilities } from '../src/adapters/fal-models';
 import type { GenerationJob, StartedGeneration } from '../src/application/ports';
 import { startFakeFal, type FakeFal, type FalAnswer, type FalOutcome } from './fakes/fal';
 

@@ -1,11 +1,7 @@
 import { ProviderError } from '@oc/routing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  GEMINI_VEO_VIDEO_DEFAULTS,
-  GeminiVeoProvider,
-  type GeminiVeoVideoOptions,
-  geminiVeoVideoCapabilities,
-} from '../src/adapters/gemini-veo';
+import { GeminiVeoProvider, type GeminiVeoVideoOptions } from '../src/adapters/gemini-veo';
+import { GEMINI_VEO_VIDEO_DEFAULTS, geminiVeoVideoCapabilities } from '../src/adapters/gemini-veo-models';
 import type { GenerationJob, StartedGeneration } from '../src/application/ports';
 import { type FakeGeminiVeo, startFakeGeminiVeo, type VeoOutcome } from './fakes/gemini-veo';
 

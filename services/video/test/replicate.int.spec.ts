@@ -1,12 +1,8 @@
 import type { VideoSeconds, VideoSize } from '@oc/contracts';
 import { ProviderError } from '@oc/routing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import {
-  REPLICATE_VIDEO_DEFAULTS,
-  ReplicateVideoProvider,
-  type ReplicateVideoOptions,
-  replicateVideoCapabilities,
-} from '../src/adapters/replicate';
+import { ReplicateVideoProvider, type ReplicateVideoOptions } from '../src/adapters/replicate';
+import { REPLICATE_VIDEO_DEFAULTS, replicateVideoCapabilities } from '../src/adapters/replicate-models';
 import type { GenerationJob, StartedGeneration } from '../src/application/ports';
 import { type FakeReplicate, problem, startFakeReplicate } from './fakes/replicate';
 

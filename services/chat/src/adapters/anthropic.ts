@@ -16,17 +16,6 @@ export interface AnthropicChatOptions {
   timeoutMs: number;
 }
 
-export const ANTHROPIC_CHAT_DEFAULT = {
-  /** Claude Haiku 5.5, released 2026-10-07, Anthropic's fastest: https://platform.claude.com/docs/en/models/haiku-5-5/overview */
-  model: 'claude-haiku-5-5',
-  /**
-   * USD per 1M tokens, from Anthropic's pricing (https://platform.claude.com/docs/en/about-claude/pricing, figures
-   * as listed on the model overview above), for prompts up to 100,000 tokens. A longer prompt bills 5x both ways
-   * ($0.50 / $2.50), which this shape cannot say.
-   */
-  cost: { input_per_1m_tokens: 0.1, output_per_1m_tokens: 0.5 },
-  features: { temperature: false, stop: true },
-} as const;
 
 const PROVIDER = 'Anthropic';
 

@@ -1,9 +1,8 @@
 import { type ChatDeploymentEntry, type ChatFeature, type ChatProviderName, chatModelsOf, type ModelCatalog, usdToMicros } from '@oc/contracts';
 import { deploymentBaseUrl, deploymentKey, type Environment } from '@oc/routing';
-import type { ChatProvider } from '../application/ports';
-import { ANTHROPIC_CHAT_DEFAULT, AnthropicChatProvider } from './anthropic';
-import { GEMINI_CHAT_DEFAULT, GeminiChatProvider } from './gemini';
-import { OPENAI_CHAT_DEFAULT, OpenAiCompatibleProvider } from './openai-compatible';
+import type { ChatProvider, GenerationEvent, GenerationRequest } from '../application/ports';
+import { OpenAiCompatibleProvider } from './openai-compatible';
+import { ANTHROPIC_CHAT_DEFAULT, GEMINI_CHAT_DEFAULT, OPENAI_CHAT_DEFAULT } from './provider-defaults';
 import type { ChatTarget } from './routed-provider';
 
 /** One deployment of chat-2, resolved: its key is in memory here and nowhere else. */
@@ -162,8 +161,26 @@ function chatAdapter(config: ChatDeploymentConfig, simulator: ChatProvider): Cha
         maxTokensField: baseUrl === undefined ? 'max_completion_tokens' : 'max_tokens',
       });
     case 'anthropic':
-      return new AnthropicChatProvider({ apiKey, ...(baseUrl ? { baseUrl } : {}), model, timeoutMs });
+      return deferred(import('./anthropic').then((m) => new m.AnthropicChatProvider({ apiKey, ...(baseUrl ? { baseUrl } : {}), model, timeoutMs })));
     case 'gemini':
-      return new GeminiChatProvider({ apiKey, ...(baseUrl ? { baseUrl } : {}), model, timeoutMs });
+      return deferred(import('./gemini').then((m) => new m.GeminiChatProvider({ apiKey, ...(baseUrl ? { baseUrl } : {}), model, timeoutMs })));
   }
+}
+
+/**
+ * An adapter whose module, and the provider SDK in it, is imported only when a deployment of that provider is
+ * configured: each SDK takes a tenth of a second or more to load, which every start would otherwise pay. Once
+ * loaded, calls go straight to it.
+ */
+function deferred(loading: Promise<ChatProvider>): ChatProvider {
+  let loaded: ChatProvider | undefined;
+  // A module that cannot load is an installation fault, reported by the first call that needs it.
+  loading.then((provider) => (loaded = provider)).catch(() => undefined);
+  async function* afterLoading(request: GenerationRequest, signal: AbortSignal): AsyncIterable<GenerationEvent> {
+    yield* (await loading).generate(request, signal);
+  }
+  return {
+    generate: (request, signal) => (loaded ?? { generate: afterLoading }).generate(request, signal),
+    close: async () => (await loading.catch(() => undefined))?.close?.(),
+  };
 }

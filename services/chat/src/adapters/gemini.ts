@@ -22,22 +22,6 @@ export interface GeminiChatOptions {
   timeoutMs: number;
 }
 
-/**
- * `gemini-3.1-flash-lite`: generally available since 2026-05-07, the cheapest current GA Flash-Lite. The newer
- * `gemini-3.5-flash-lite` costs more ($0.30 / $2.50) and ignores a custom temperature
- * (docs.cloud.google.com/gemini-enterprise-agent-platform/models/gemini/3-5-flash-lite), so `temperature` would not
- * be a feature there.
- */
-export const GEMINI_CHAT_DEFAULT = {
-  model: 'gemini-3.1-flash-lite',
-  /**
-   * USD per 1M tokens, Standard paid tier, text input; output includes thinking tokens
-   * (https://ai.google.dev/gemini-api/docs/pricing, as quoted by several third parties: the page itself could not
-   * be read from here).
-   */
-  cost: { input_per_1m_tokens: 0.25, output_per_1m_tokens: 1.5 },
-  features: { temperature: true, stop: true },
-} as const;
 
 const PROVIDER = 'Gemini';
 

@@ -19,13 +19,6 @@ export interface OpenAiCompatibleOptions {
   maxTokensField?: 'max_tokens' | 'max_completion_tokens';
 }
 
-/** OpenAI's own endpoint: its current models take `max_completion_tokens` and `temperature` (docs/providers.md). */
-export const OPENAI_CHAT_DEFAULT = {
-  model: 'gpt-5.4-mini',
-  /** USD per 1M tokens (developers.openai.com/api/docs/pricing, read 2026-11-27 through its mirrors). */
-  cost: { input_per_1m_tokens: 0.75, output_per_1m_tokens: 4.5 },
-  features: { temperature: true, stop: true },
-} as const;
 
 type UpstreamUsage = { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number };
 

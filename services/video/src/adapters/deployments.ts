@@ -15,10 +15,10 @@ import {
 } from '@oc/contracts';
 import { deploymentBaseUrl, deploymentKey, type Environment } from '@oc/routing';
 import type { VideoProvider } from '../application/ports';
-import { FAL_VIDEO_DEFAULTS, FalVideoProvider, falVideoCapabilities } from './fal';
-import { GEMINI_VEO_VIDEO_DEFAULTS, GeminiVeoProvider, geminiVeoAccepts, geminiVeoVideoCapabilities } from './gemini-veo';
+import { FAL_VIDEO_DEFAULTS, falVideoCapabilities } from './fal-models';
+import { GEMINI_VEO_VIDEO_DEFAULTS, geminiVeoAccepts, geminiVeoVideoCapabilities } from './gemini-veo-models';
 import { OpenAiVideoProvider } from './openai-provider';
-import { REPLICATE_VIDEO_DEFAULTS, ReplicateVideoProvider, replicateVideoCapabilities } from './replicate';
+import { REPLICATE_VIDEO_DEFAULTS, replicateVideoCapabilities } from './replicate-models';
 
 /** One deployment of a video model, resolved: its key is in memory here and nowhere else. */
 export interface VideoDeploymentConfig {
@@ -218,10 +218,27 @@ function videoAdapter(config: VideoDeploymentConfig, simulatorProvider: VideoPro
       if (!config.baseUrl) throw new Error(`video deployment '${config.id}': an OpenAI-compatible upstream needs its base URL`);
       return new OpenAiVideoProvider({ ...options, baseUrl: config.baseUrl });
     case 'gemini':
-      return new GeminiVeoProvider(options);
+      return deferred('gemini', options.pollIntervalMs, import('./gemini-veo').then((m) => new m.GeminiVeoProvider(options)));
     case 'fal':
-      return new FalVideoProvider(options);
+      return deferred('fal', options.pollIntervalMs, import('./fal').then((m) => new m.FalVideoProvider(options)));
     case 'replicate':
-      return new ReplicateVideoProvider(options);
+      return deferred('replicate', options.pollIntervalMs, import('./replicate').then((m) => new m.ReplicateVideoProvider(options)));
   }
+}
+
+/**
+ * An adapter whose module, and the provider SDK in it, is imported only when a deployment of that provider is
+ * configured: each SDK takes a tenth of a second or more to load, which every start would otherwise pay.
+ */
+function deferred(name: string, pollIntervalMs: number, loading: Promise<VideoProvider>): VideoProvider {
+  // A module that cannot load is an installation fault, reported by the first call that needs it.
+  loading.catch(() => undefined);
+  return {
+    name,
+    start: async (job, now) => (await loading).start(job, now),
+    // Every deferred adapter polls at its configured interval.
+    nextPollAt: (_job, _started, now) => now + pollIntervalMs,
+    poll: async (job, started, now) => (await loading).poll(job, started, now),
+    download: async (job, started) => (await loading).download(job, started),
+  };
 }

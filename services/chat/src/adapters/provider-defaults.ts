@@ -1,0 +1,42 @@
+/**
+ * What each provider's default chat model is, accepts and costs us: data only, so that choosing deployments does
+ * not load a provider's SDK (each adapter is imported when a deployment of its provider is configured).
+ */
+
+/** OpenAI's own endpoint: its current models take `max_completion_tokens` and `temperature` (docs/providers.md). */
+export const OPENAI_CHAT_DEFAULT = {
+  model: 'gpt-5.4-mini',
+  /** USD per 1M tokens (developers.openai.com/api/docs/pricing, read 2026-11-27 through its mirrors). */
+  cost: { input_per_1m_tokens: 0.75, output_per_1m_tokens: 4.5 },
+  features: { temperature: true, stop: true },
+} as const;
+
+/** Anthropic's: API version 2026-10-21, which its SDK sends, refuses `temperature`. */
+export const ANTHROPIC_CHAT_DEFAULT = {
+  /** Claude Haiku 5.5, released 2026-10-07, Anthropic's fastest: https://platform.claude.com/docs/en/models/haiku-5-5/overview */
+  model: 'claude-haiku-5-5',
+  /**
+   * USD per 1M tokens, from Anthropic's pricing (https://platform.claude.com/docs/en/about-claude/pricing, figures
+   * as listed on the model overview above), for prompts up to 100,000 tokens. A longer prompt bills 5x both ways
+   * ($0.50 / $2.50), which this shape cannot say.
+   */
+  cost: { input_per_1m_tokens: 0.1, output_per_1m_tokens: 0.5 },
+  features: { temperature: false, stop: true },
+} as const;
+
+/**
+ * `gemini-3.1-flash-lite`: generally available since 2026-05-07, the cheapest current GA Flash-Lite. The newer
+ * `gemini-3.5-flash-lite` costs more ($0.30 / $2.50) and ignores a custom temperature
+ * (docs.cloud.google.com/gemini-enterprise-agent-platform/models/gemini/3-5-flash-lite), so `temperature` would not
+ * be a feature there.
+ */
+export const GEMINI_CHAT_DEFAULT = {
+  model: 'gemini-3.1-flash-lite',
+  /**
+   * USD per 1M tokens, Standard paid tier, text input; output includes thinking tokens
+   * (https://ai.google.dev/gemini-api/docs/pricing, as quoted by several third parties: the page itself could not
+   * be read from here).
+   */
+  cost: { input_per_1m_tokens: 0.25, output_per_1m_tokens: 1.5 },
+  features: { temperature: true, stop: true },
+} as const;
