@@ -39,7 +39,6 @@ import {
   type MemberDoc,
   type OpenReservationDoc,
   type OrganizationDoc,
-  type ProviderUsageDoc,
   type ProviderUsageFigures,
   type ProviderUsageTotalDoc,
 } from '../projections/documents';
@@ -359,7 +358,13 @@ export class BillingService {
       docs = await this.deps.readModels.collection<ProviderUsageTotalDoc>(Collections.providerUsageTotals).find({ day: range });
     } else {
       await this.organizationDoc(m.org_id);
-      docs = await this.deps.readModels.collection<ProviderUsageDoc>(Collections.providerUsage).find({ org_id: m.org_id, day: range });
+      const days = await this.deps.readModels.collection<DailySpendDoc>(Collections.dailySpend).find({ org_id: m.org_id, day: range });
+      docs = days.flatMap((d) =>
+        Object.entries(d.served ?? {}).map(([key, figures]) => {
+          const [model, provider, deployment] = JSON.parse(key) as [string, string, string];
+          return { day: d.day, model, provider, deployment, ...figures };
+        }),
+      );
     }
     const rows = new Map<string, ProviderUsageFigures>();
     for (const doc of docs) {

@@ -11,9 +11,9 @@ import {
   type MemberDoc,
   type OpenReservationDoc,
   type OrganizationDoc,
-  type ProviderUsageDoc,
   type ProviderUsageFigures,
   type ProviderUsageTotalDoc,
+  type ServedFigures,
 } from './documents';
 
 /** Reservation ids are chosen by the products, so only unique within an organization. */
@@ -195,19 +195,30 @@ export const consoleSessionsProjection = documentProjection<ConsoleSessionDoc>({
   },
 });
 
-/** The console's figures by UTC day: what captures charged each organization, and each key's requests. */
+/**
+ * The console's figures by UTC day: what captures charged each organization and what served them, and each key's
+ * requests. Captures without usage (made before providers, or by products that report none) add only the charge.
+ */
 export const dailyFiguresProjection: Projection = {
   name: 'billing-daily-figures',
   canHandle: ['ReservationCaptured', 'ApiKeyUsed'],
   async handle(stored, ctx) {
     const event = stored as Stored;
     if (event.type === 'ReservationCaptured') {
-      if (event.data.amount_micros === 0) return;
+      const { org_id, amount_micros, usage } = event.data;
+      if (amount_micros === 0 && !usage) return;
       const day = utcDay(stored.created);
       const spend = ctx.collection<DailySpendDoc>(Collections.dailySpend);
-      const id = `${event.data.org_id}/${day}`;
-      const doc = (await spend.get(id)) ?? { _id: id, org_id: event.data.org_id, day, charged_micros: 0 };
-      await spend.put({ ...doc, charged_micros: doc.charged_micros + event.data.amount_micros });
+      const id = `${org_id}/${day}`;
+      const doc = (await spend.get(id)) ?? { _id: id, org_id, day, charged_micros: 0 };
+      doc.charged_micros += amount_micros;
+      if (usage) {
+        // JSON keeps the key unambiguous whatever characters a deployment's or provider's name holds.
+        const key = JSON.stringify([usage.model, usage.provider, usage.deployment]);
+        doc.served ??= {};
+        doc.served[key] = withCapture(doc.served[key] ?? noFigures(), usage, amount_micros);
+      }
+      await spend.put(doc);
     } else if (event.type === 'ApiKeyUsed') {
       const day = utcDay(event.data.last_used_at * 1000);
       const usage = ctx.collection<KeyDailyUsageDoc>(Collections.keyDailyUsage);
@@ -218,31 +229,21 @@ export const dailyFiguresProjection: Projection = {
   },
 };
 
-type Served = Pick<ProviderUsageFigures, 'day' | 'model' | 'provider' | 'deployment'>;
-
-const withCapture = <T extends ProviderUsageFigures>(doc: T, usage: ServedUsage, chargedMicros: number): T => ({
-  ...doc,
-  requests: doc.requests + 1,
-  input_tokens: doc.input_tokens + (usage.input_tokens ?? 0),
-  output_tokens: doc.output_tokens + (usage.output_tokens ?? 0),
-  seconds: doc.seconds + (usage.seconds ?? 0),
-  revenue_micros: doc.revenue_micros + chargedMicros,
-  provider_cost_micros: doc.provider_cost_micros + usage.provider_cost_micros,
+const withCapture = <T extends ServedFigures>(figures: T, usage: ServedUsage, chargedMicros: number): T => ({
+  ...figures,
+  requests: figures.requests + 1,
+  input_tokens: figures.input_tokens + (usage.input_tokens ?? 0),
+  output_tokens: figures.output_tokens + (usage.output_tokens ?? 0),
+  seconds: figures.seconds + (usage.seconds ?? 0),
+  revenue_micros: figures.revenue_micros + chargedMicros,
+  provider_cost_micros: figures.provider_cost_micros + usage.provider_cost_micros,
 });
 
-const noFigures = (served: Served): ProviderUsageFigures => ({
-  ...served,
-  requests: 0,
-  input_tokens: 0,
-  output_tokens: 0,
-  seconds: 0,
-  revenue_micros: 0,
-  provider_cost_micros: 0,
-});
+const noFigures = (): ServedFigures => ({ requests: 0, input_tokens: 0, output_tokens: 0, seconds: 0, revenue_micros: 0, provider_cost_micros: 0 });
 
 /**
- * What each deployment served per UTC day, per organization and over all of them, from the usage that
- * captures carry. Captures without usage (made before providers, or by products that report none) are left out.
+ * What each deployment served per UTC day over every organization, from the usage that captures carry (each
+ * organization's own figures are in its daily spend).
  */
 export const providerUsageProjection: Projection = {
   name: 'billing-provider-usage',
@@ -250,17 +251,12 @@ export const providerUsageProjection: Projection = {
   async handle(stored, ctx) {
     const event = stored as Stored;
     if (event.type !== 'ReservationCaptured' || !event.data.usage) return;
-    const { usage, org_id, amount_micros } = event.data;
-    const served: Served = { day: utcDay(stored.created), model: usage.model, provider: usage.provider, deployment: usage.deployment };
-    // JSON keeps the key unambiguous whatever characters a deployment's or provider's name holds.
-    const byOrg = ctx.collection<ProviderUsageDoc>(Collections.providerUsage);
-    const orgKey = JSON.stringify([served.day, org_id, served.model, served.provider, served.deployment]);
-    const orgDoc = (await byOrg.get(orgKey)) ?? { _id: orgKey, org_id, ...noFigures(served) };
-    await byOrg.put(withCapture(orgDoc, usage, amount_micros));
+    const { usage, amount_micros } = event.data;
+    const day = utcDay(stored.created);
     const totals = ctx.collection<ProviderUsageTotalDoc>(Collections.providerUsageTotals);
-    const totalKey = JSON.stringify([served.day, served.model, served.provider, served.deployment]);
-    const totalDoc = (await totals.get(totalKey)) ?? { _id: totalKey, ...noFigures(served) };
-    await totals.put(withCapture(totalDoc, usage, amount_micros));
+    const id = JSON.stringify([day, usage.model, usage.provider, usage.deployment]);
+    const doc = (await totals.get(id)) ?? { _id: id, day, model: usage.model, provider: usage.provider, deployment: usage.deployment, ...noFigures() };
+    await totals.put(withCapture(doc, usage, amount_micros));
   },
 };
 

@@ -81,13 +81,18 @@ export interface ConsoleSessionDoc {
   [key: string]: unknown;
 }
 
-/** What captures charged one organization on one UTC day. */
+/**
+ * What captures charged one organization on one UTC day, and what served them: one document for both, so that a
+ * capture reads and writes one document of the organization's rather than two.
+ */
 export interface DailySpendDoc {
   /** `<org_id>/<YYYY-MM-DD>`. */
   _id: string;
   org_id: string;
   day: string;
   charged_micros: number;
+  /** By deployment, keyed `[model, provider, deployment]` as JSON; absent on days before providers were recorded. */
+  served?: Record<string, ServedFigures>;
   [key: string]: unknown;
 }
 
@@ -102,14 +107,8 @@ export interface KeyDailyUsageDoc {
   [key: string]: unknown;
 }
 
-/** What paid requests used, earned and cost us: the figures summed for one day and deployment. */
-export interface ProviderUsageFigures {
-  /** UTC day of the capture, `YYYY-MM-DD`. */
-  day: string;
-  /** The public model. */
-  model: string;
-  provider: string;
-  deployment: string;
+/** What paid requests used, earned and cost us. */
+export interface ServedFigures {
   requests: number;
   input_tokens: number;
   output_tokens: number;
@@ -120,16 +119,18 @@ export interface ProviderUsageFigures {
   provider_cost_micros: number;
 }
 
-/** Captures served by one deployment for one organization on one UTC day. */
-export interface ProviderUsageDoc extends ProviderUsageFigures {
-  /** The key `[day, org_id, model, provider, deployment]` as JSON. */
-  _id: string;
-  org_id: string;
-  [key: string]: unknown;
+/** The figures summed for one day and deployment. */
+export interface ProviderUsageFigures extends ServedFigures {
+  /** UTC day of the capture, `YYYY-MM-DD`. */
+  day: string;
+  /** The public model. */
+  model: string;
+  provider: string;
+  deployment: string;
 }
 
 /**
- * The same figures over every organization, so that a report on all of them reads one document per day and
+ * The figures over every organization, so that a report on all of them reads one document per day and
  * deployment rather than one per organization too.
  */
 export interface ProviderUsageTotalDoc extends ProviderUsageFigures {
@@ -147,15 +148,14 @@ export const Collections = {
   consoleSessions: 'billing_console_sessions',
   dailySpend: 'billing_daily_spend',
   keyDailyUsage: 'billing_key_daily_usage',
-  providerUsage: 'billing_provider_usage',
   providerUsageTotals: 'billing_provider_usage_totals',
 } as const;
 
 /**
  * Each index serves one query of `application/billing.ts` (organizations newest first, an organization's
  * ledger and keys, a key by its hash, open reservations by expiry, a member by email and an organization's
- * members, a session by its token's hash, an organization's days of spend and of key usage, and the days of
- * provider usage, an organization's or everyone's).
+ * members, a session by its token's hash, an organization's days of spend (with what served it) and of key usage, and
+ * the days of provider usage over every organization).
  */
 export const billingCollections: CollectionSpec[] = [
   { name: Collections.organizations, indexes: [['created']] },
@@ -166,6 +166,5 @@ export const billingCollections: CollectionSpec[] = [
   { name: Collections.consoleSessions, indexes: [['token_hash']] },
   { name: Collections.dailySpend, indexes: [['org_id', 'day']] },
   { name: Collections.keyDailyUsage, indexes: [['org_id', 'day']] },
-  { name: Collections.providerUsage, indexes: [['org_id', 'day']] },
   { name: Collections.providerUsageTotals, indexes: [['day']] },
 ];
