@@ -153,6 +153,12 @@ export function setHttpRoute(route: string): void {
   if (metadata?.type === 'http') metadata.route = route;
 }
 
+/** Attributes of the active span (a request's server span), with telemetry on. */
+export function setActiveSpanAttributes(attributes: Attributes): void {
+  if (!telemetryEnabled()) return;
+  trace.getActiveSpan()?.setAttributes(attributes);
+}
+
 /**
  * A span that is not made active, for work whose end is not a promise's (an upstream's stream of chunks); the
  * caller ends it. `undefined` with telemetry off.

@@ -9,6 +9,7 @@ export {
   injectTraceHeaders,
   inSpan,
   markSpanError,
+  setActiveSpanAttributes,
   setHttpRoute,
   startSpan,
   withExtractedContext,

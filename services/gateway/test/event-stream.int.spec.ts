@@ -175,6 +175,7 @@ describe('the event stream through the gateway', () => {
     const stream = await open(acme);
     expect(stream.res.status).toBe(200);
     expect(stream.res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    expect(stream.res.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{32}$/);
     expect(await stream.next()).toEqual({ retry: '3000' });
     const ready = await stream.event();
     expect(ready?.event).toBe('ready');

@@ -17,7 +17,9 @@ import { createGatewayApp } from '../src/transport/http';
 import { HttpServerConfigSchema, listenHttp } from '../src/transport/http-server';
 import { v1Routes } from '../src/transport/v1-routes';
 
-const logger = createLogger({ service: 'gateway-test', level: 'silent' });
+/** The gateway's log lines, as JSON objects. */
+const logLines: Array<Record<string, unknown>> = [];
+const logger = createLogger({ service: 'gateway-test', level: 'info' }, { write: (line: string) => void logLines.push(JSON.parse(line)) });
 const clock = new ManualClock(Date.UTC(2026, 10, 22, 12));
 const stores = openSqliteStores({ filename: ':memory:', clock });
 const broker = new InProcessBroker();
@@ -27,6 +29,7 @@ let url: string;
 let closeAll: () => Promise<void>;
 let ready = true;
 let gatewayApp: ReturnType<typeof createGatewayApp>;
+let gatewayDeps: Parameters<typeof createGatewayApp>[0];
 
 beforeAll(async () => {
   const billing = await createBilling({ eventStore: stores.store, readModels: new SqliteReadModelStore({ filename: ':memory:' }), client: services, clock, ids: sortableIds, logger });
@@ -34,7 +37,7 @@ beforeAll(async () => {
   await billingApp.listen();
   const authenticator = new KeyAuthenticator(services, clock);
   await services.onBroadcast(Subjects.broadcast.apiKeyRevoked, (m) => authenticator.forgetKey((m as { key_hash: string }).key_hash));
-  const app = createGatewayApp({
+  gatewayDeps = {
     services,
     authenticator,
     limits: RateLimits.inMemory(),
@@ -47,6 +50,16 @@ beforeAll(async () => {
       { method: 'GET', path: '/v1/scoped/:id', scope: 'video:read', handle: async ({ params }) => ({ ok: true, data: params }) },
       { method: 'GET', path: '/v1/boom', scope: null, handle: async () => { throw new TypeError('a bug'); } },
       { method: 'POST', path: '/v1/echo', scope: null, handle: async ({ body }) => ({ ok: true, data: body }) },
+      {
+        method: 'GET',
+        path: '/v1/ticks',
+        scope: null,
+        handle: async ({ res }) => {
+          res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+          res.flushHeaders();
+          res.end('data: 1\n\ndata: [DONE]\n\n');
+        },
+      },
       ...v1Routes('1.2.3', () => clock.now()),
     ],
     admin: [],
@@ -54,7 +67,8 @@ beforeAll(async () => {
     ready: async () => {
       if (!ready) throw new Error('billing down');
     },
-  });
+  };
+  const app = createGatewayApp(gatewayDeps);
   gatewayApp = app;
   server = await listenHttp(app, 0, '127.0.0.1', HttpServerConfigSchema.parse({}));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -136,6 +150,73 @@ describe('gateway', () => {
     ready = true;
     expect(notReady.status).toBe(503);
     expect(notReady.body.error.code).toBe('service_unavailable');
+  });
+});
+
+describe('gateway: every answer names its request with x-request-id, the id of its log line', () => {
+  const REQUEST_ID = /^req_[0-9a-f]{32}$/;
+  const logOf = (id: string | null) => logLines.filter((line) => line.request_id === id);
+  /** The access line is written when the answer is done, which may be just after the client read it. */
+  const accessLine = async (id: string | null) => {
+    await vi.waitFor(() => expect(logOf(id).find((line) => line.msg === 'request')).toBeDefined());
+    return logOf(id).find((line) => line.msg === 'request')!;
+  };
+
+  it('on a success, an error, a stream, the health checks, the reference and the console, each its own', async () => {
+    const { key, orgId } = await newKey({ scopes: ['video:read'] });
+    const success = await get('/v1/scoped/1?limit=2', key);
+    const answers = [
+      success,
+      await get('/v1/scoped/1', 'oc_live_madeup'),
+      await get('/v1/nowhere', key),
+      await get('/v1/health', key),
+      await get('/healthz'),
+      await get('/readyz'),
+      await get('/openapi.json'),
+      await get('/console/v1/session'),
+    ];
+    const stream = await fetch(`${url}/v1/ticks`, { headers: { authorization: `Bearer ${key}` } });
+    expect(await stream.text()).toContain('[DONE]');
+    const docs = await fetch(`${url}/docs`);
+    await docs.text();
+    const ids = [...answers.map((a) => a.headers.get('x-request-id')), stream.headers.get('x-request-id'), docs.headers.get('x-request-id')];
+    expect(answers.map((a) => a.status)).toEqual([200, 401, 404, 200, 200, 200, 200, 404]);
+    for (const id of ids) expect(id).toMatch(REQUEST_ID);
+    expect(new Set(ids).size).toBe(ids.length);
+
+    expect(await accessLine(ids[0]!)).toMatchObject({ method: 'GET', path: '/v1/scoped/1', status: 200, org_id: orgId, service: 'gateway-test' });
+    expect(await accessLine(ids[1]!)).toMatchObject({ path: '/v1/scoped/1', status: 401 });
+    expect((await accessLine(ids[1]!)).org_id).toBeUndefined();
+    expect(await accessLine(ids[8]!)).toMatchObject({ path: '/v1/ticks', status: 200, org_id: orgId });
+    expect(await accessLine(ids[9]!)).toMatchObject({ path: '/docs', status: 200 });
+  });
+
+  it('names a failure in its error line and its access line alike', async () => {
+    const { key } = await newKey({ scopes: ['video:read'] });
+    const boom = await get('/v1/boom', key);
+    expect(boom.status).toBe(500);
+    const id = boom.headers.get('x-request-id');
+    expect(id).toMatch(REQUEST_ID);
+    expect(logOf(id).find((line) => line.msg === 'unexpected error')).toMatchObject({ level: 50, err: { type: 'TypeError' } });
+    expect(await accessLine(id)).toMatchObject({ status: 500 });
+  });
+
+  it("keeps the id a trusted load balancer sends, and only a sane one; a client's own is logged, never echoed", async () => {
+    const { key } = await newKey({ scopes: ['video:read'] });
+    const sending = (id: string, at = url) => fetch(`${at}/v1/scoped/1`, { headers: { authorization: `Bearer ${key}`, 'x-request-id': id } });
+    // This gateway trusts loopback, where the test's requests come from.
+    expect((await sending('lb-7f3a.2026:01')).headers.get('x-request-id')).toBe('lb-7f3a.2026:01');
+    for (const insane of ['x'.repeat(129), 'two words', '-leading-dash']) expect((await sending(insane)).headers.get('x-request-id')).toMatch(REQUEST_ID);
+
+    const direct = await listenHttp(createGatewayApp({ ...gatewayDeps, trustedProxies: [] }), 0, '127.0.0.1', HttpServerConfigSchema.parse({}));
+    try {
+      const answer = await sending('client-chosen-1', `http://127.0.0.1:${(direct.address() as AddressInfo).port}`);
+      const id = answer.headers.get('x-request-id');
+      expect(id).toMatch(REQUEST_ID);
+      expect(await accessLine(id)).toMatchObject({ client_request_id: 'client-chosen-1', status: 200 });
+    } finally {
+      direct.close();
+    }
   });
 });
 
@@ -224,6 +305,7 @@ describe('gateway: malformed input never causes a 5xx', () => {
         ]);
         for (const answer of answers) {
           expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 408 Request Timeout');
+          expect(answer).toMatch(/\r\nx-request-id: req_[0-9a-f]{32}\r\n/);
           expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { code: 'request_timeout' } });
         }
       } finally {

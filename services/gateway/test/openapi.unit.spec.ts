@@ -34,7 +34,7 @@ describe('the OpenAPI document', () => {
     );
   });
 
-  it('describes every success: a JSON schema or the media types served, and the rate-limit headers on /v1', () => {
+  it('describes every answer: a JSON schema or the media types served, the request id everywhere and the rate-limit headers on /v1', () => {
     const doc = document() as any;
     const operations = Object.entries(doc.paths).flatMap(([path, methods]) =>
       Object.entries(methods as Record<string, any>).map(([method, op]) => ({ path, method, op })),
@@ -44,7 +44,10 @@ describe('the OpenAPI document', () => {
       const success = op.responses['200'];
       expect(Object.keys(success.content ?? {}), `${method} ${path}`).not.toEqual([]);
       if (path.startsWith('/v1/')) {
-        expect(Object.keys(success.headers), `${method} ${path}`).toEqual(['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset']);
+        expect(Object.keys(success.headers), `${method} ${path}`).toEqual(['X-Request-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset']);
+      }
+      for (const [status, response] of Object.entries(op.responses as Record<string, any>)) {
+        expect(Object.keys(response.headers), `${method} ${path} ${status}`).toContain('X-Request-Id');
       }
     }
   });

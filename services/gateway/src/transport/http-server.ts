@@ -4,6 +4,7 @@ import { rateLimited } from '@oc/contracts';
 import proxyAddr from 'proxy-addr';
 import { z } from 'zod';
 import { answerClientErrors } from './http';
+import { newRequestId, REQUEST_ID_HEADER } from './request-id';
 
 /**
  * How long a client may take over a request before the connection is cut (README's table). Node's
@@ -86,7 +87,7 @@ function capConnectionsPerAddress(server: Server, max: number, trustedProxies: r
     if (count > max) {
       const json = JSON.stringify(rateLimited(1, `${max} connections per client address`).toBody());
       socket.end(
-        `HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n${json}`,
+        `HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nRetry-After: 1\r\n${REQUEST_ID_HEADER}: ${newRequestId()}\r\nConnection: close\r\n\r\n${json}`,
       );
       return;
     }

@@ -33,6 +33,7 @@ import type { ConsoleSessions } from '../application/console-sessions';
 import { consoleApi, dashboardFiles } from './console';
 import type { ConsoleRoute } from './console-routes';
 import { openApiDocument } from './openapi';
+import { nameRequest, newRequestId, noteOrganization, REQUEST_ID_HEADER, requestIdOf } from './request-id';
 import { compile, type Match, match, type Route, type RouteContext } from './routes';
 
 /** Bodies over this size are refused with 413 before they are read further. */
@@ -102,6 +103,7 @@ export function createGatewayApp(deps: GatewayDeps): RequestListener {
     setRateLimitHeaders(res, outcome.headers);
     if (!outcome.allowed) return sendError(res, rateLimited(outcome.retryAfterSeconds, outcome.window.replace('_', ' per ')));
     deps.usage.record(principal.key_id);
+    noteOrganization(res, principal.org_id);
 
     if (found.kind !== 'found') return sendError(res, refusal(res, found, method, path));
     if (found.route.scope && !principal.scopes.includes(found.route.scope)) {
@@ -125,7 +127,9 @@ export function createGatewayApp(deps: GatewayDeps): RequestListener {
     await run(found.route, found.params, 'admin', req, res, deps);
   };
 
+  const fromTrustedProxy = (req: IncomingMessage) => req.socket.remoteAddress !== undefined && trusted(req.socket.remoteAddress, 0);
   return (req, res) => {
+    nameRequest(req, res, deps.logger, fromTrustedProxy);
     // Answers hold an organization's data: no shared cache may keep them, and no browser may guess their type.
     res.setHeader('Cache-Control', 'no-store');
     res.setHeader('X-Content-Type-Options', 'nosniff');
@@ -175,7 +179,7 @@ function expressApp(deps: GatewayDeps) {
       await deps.ready();
       res.json({ status: 'ready' });
     } catch (error) {
-      deps.logger.debug({ err: error }, 'not ready');
+      deps.logger.debug({ err: error, request_id: requestIdOf(res) }, 'not ready');
       sendJson(res, 503, serviceUnavailableBody());
     }
   });
@@ -234,7 +238,7 @@ export async function run<P>(
   } catch (error) {
     turnDone?.();
     if (res.headersSent) {
-      deps.logger.error({ err: error }, 'failed after the response started');
+      deps.logger.error({ err: error, request_id: requestIdOf(res) }, 'failed after the response started');
       res.end();
       return;
     }
@@ -392,7 +396,7 @@ function sendJson(res: ServerResponse, status: number, body: unknown) {
 /** The one exit for failures: body-parser errors, API errors, and anything unexpected (logged, never shown). */
 export function sendError(res: ServerResponse, raw: unknown, logger?: Logger) {
   const error = bodyParserError(raw, res.req?.headers['content-encoding']) ?? toApiError(raw);
-  if (error.status >= 500 && !(raw instanceof ApiError)) logger?.error({ err: raw }, 'unexpected error');
+  if (error.status >= 500 && !(raw instanceof ApiError)) logger?.error({ err: raw, request_id: requestIdOf(res) }, 'unexpected error');
   if (error.retryAfter !== undefined) res.setHeader('Retry-After', String(error.retryAfter));
   sendJson(res, error.status, error.toBody());
 }
@@ -512,8 +516,9 @@ export function answerClientErrors(server: Server): void {
     }
     const { status, reason, body } = clientErrorBody(error.code);
     const json = JSON.stringify(body.toBody());
+    // Never reached a route, so never logged; the id still lets a client quote the answer.
     socket.end(
-      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
+      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\n${REQUEST_ID_HEADER}: ${newRequestId()}\r\nConnection: close\r\n\r\n${json}`,
     );
   });
 }

@@ -14,6 +14,11 @@ const RATE_LIMIT_HEADERS = {
   'X-RateLimit-Reset': integerHeader('Unix seconds at which that window resets'),
 };
 
+/** Every answer's id, the one our logs and traces give the request (OpenAI's SDKs read it as `_request_id`). */
+const REQUEST_ID_HEADERS = {
+  'X-Request-Id': { description: 'This request\u2019s id in our logs and traces (req_ and 32 hex digits); quote it when asking about a request', schema: { type: 'string' } },
+};
+
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: 'Invalid request: a malformed body, query or header',
   401: 'Missing or invalid credentials',
@@ -85,7 +90,7 @@ export function openApiDocument(version: string, v1: Route<unknown>[], admin: Ro
         ? [{ name: 'Last-Event-ID', in: 'header', required: false, description: 'Resume after this event', schema: schemaOf(LastEventIdSchema, 'input') }]
         : []),
     ];
-    const headers = security === 'apiKey' ? RATE_LIMIT_HEADERS : {};
+    const headers = security === 'apiKey' ? { ...REQUEST_ID_HEADERS, ...RATE_LIMIT_HEADERS } : REQUEST_ID_HEADERS;
     const requestSchema = doc?.request ? schemaOf(doc.request, 'input') : undefined;
     const content: Record<string, unknown> = {
       ...(doc?.response ? { 'application/json': { schema: schemaOf(doc.response, 'output') } } : {}),
