@@ -13,8 +13,34 @@ export const VIDEO_PROVIDERS = ['gemini', 'fal', 'replicate', 'openai', 'simulat
 export type ChatProviderName = (typeof CHAT_PROVIDERS)[number];
 export type VideoProviderName = (typeof VIDEO_PROVIDERS)[number];
 
-/** Optional chat parameters a deployment may or may not accept; a request using one goes only where it is accepted. */
-export const CHAT_FEATURES = ['temperature', 'stop'] as const;
+/**
+ * Optional chat parameters a deployment may or may not accept; a request using one goes only where it is accepted,
+ * and one no deployment of the model accepts is refused (400 `unsupported_parameter`). Most are the request field
+ * of the same name; `tools` also covers `tool_choice`, `parallel_tool_calls` and tool calls or results in the
+ * messages; `response_format` is a JSON one (`text` needs nothing); `n` is more than one choice; `logprobs` covers
+ * `top_logprobs`; `image_input` is an `image_url` part; `message_names` is `name` on a message.
+ */
+export const CHAT_FEATURES = [
+  'temperature',
+  'stop',
+  'tools',
+  'response_format',
+  'image_input',
+  'n',
+  'logprobs',
+  'seed',
+  'top_p',
+  'frequency_penalty',
+  'presence_penalty',
+  'logit_bias',
+  'user',
+  'safety_identifier',
+  'prompt_cache_key',
+  'prompt_cache_retention',
+  'reasoning_effort',
+  'verbosity',
+  'message_names',
+] as const;
 export type ChatFeature = (typeof CHAT_FEATURES)[number];
 
 const DeploymentBase = {

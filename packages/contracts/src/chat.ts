@@ -1,9 +1,24 @@
 import { z } from 'zod';
 import { PublicModelIdSchema } from './model-id';
-import { ApiErrorSchema } from './errors';
+import { ApiError, ApiErrorSchema } from './errors';
+import {
+  ChatMessageSchema,
+  ChatRoleSchema,
+  ChoiceLogprobsSchema,
+  ContentPartSchema,
+  FunctionToolSchema,
+  MAX_TOOLS,
+  MetadataSchema,
+  ResponseFormatSchema,
+  ToolCallDeltaSchema,
+  ToolCallSchema,
+  ToolChoiceSchema,
+} from './chat-messages';
 import { ListQuery } from './billing';
 import { Subjects } from './subjects';
-import type { ValidationCodes } from './validation';
+import { type ValidationCodes, validationError } from './validation';
+
+export * from './chat-messages';
 
 /** The spec's public chat model; each upstream provider maps it to a model of its own. */
 export const CHAT_MODELS = ['chat-2'] as const;
@@ -13,16 +28,6 @@ export const CHAT_MODELS = ['chat-2'] as const;
  */
 export const ChatModelSchema = PublicModelIdSchema;
 
-export const ChatRoleSchema = z.enum(['system', 'user', 'assistant']);
-export type ChatRole = z.infer<typeof ChatRoleSchema>;
-
-/** Messages keep only what we use: other OpenAI message fields (`name` …) are dropped, not refused. */
-export const ChatMessageSchema = z.object({
-  role: ChatRoleSchema,
-  content: z.string().max(1_000_000),
-});
-export type ChatMessage = z.infer<typeof ChatMessageSchema>;
-
 /** The spec shows the corners at ±1 and nothing beyond, so each coordinate is kept within them. */
 export const TheoryPositionSchema = z.object({
   x: z.number().min(-1).max(1),
@@ -30,25 +35,122 @@ export const TheoryPositionSchema = z.object({
 });
 export type TheoryPosition = z.infer<typeof TheoryPositionSchema>;
 
-const StreamOptionsSchema = z.object({ include_usage: z.boolean().optional() }).nullish();
+const StreamOptionsSchema = z.strictObject({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() }).nullish();
 const StopSchema = z.union([z.string().min(1), z.array(z.string().min(1)).min(1).max(4)]).nullish();
 
+/** Most choices one request may ask for (`n`): each is generated and billed, and all are reserved for up front. */
+export const MAX_CHOICES = 8;
+
 /**
- * POST /v1/chat/completions. Not strict: OpenAI fields we do not support (`n`, `top_p`, `user` …) are
- * ignored so that existing clients keep working.
+ * POST /v1/chat/completions: OpenAI's Chat Completions request. Strict: a field not named here is refused with
+ * 400 `unsupported_parameter` (see `parseChatCompletionBody`), never silently ignored. Fields we honour only on
+ * some deployments are refused by the chat service when none serving the model takes them.
  */
-export const CreateChatCompletionBody = z.object({
-  model: ChatModelSchema,
-  messages: z.array(ChatMessageSchema).min(1).max(10_000),
-  stream: z.boolean().nullish().transform((v) => v ?? false),
-  stream_options: StreamOptionsSchema,
-  temperature: z.number().min(0).max(2).nullish().transform((v) => v ?? undefined),
-  max_tokens: z.int().positive().max(1_000_000).nullish(),
-  stop: StopSchema,
-  session_id: z.string().min(1).max(200).optional(),
-  'x-theory-position': TheoryPositionSchema.optional(),
-});
+export const CreateChatCompletionBody = z
+  .strictObject({
+    model: ChatModelSchema,
+    messages: z.array(ChatMessageSchema).min(1).max(10_000),
+    stream: z.boolean().nullish().transform((v) => v ?? false),
+    stream_options: StreamOptionsSchema,
+    temperature: z.number().min(0).max(2).nullish(),
+    max_tokens: z.int().positive().max(1_000_000).nullish(),
+    /** OpenAI's newer name for `max_tokens`: caps the output and the reservation alike. */
+    max_completion_tokens: z.int().positive().max(1_000_000).nullish(),
+    stop: StopSchema,
+    n: z.int().min(1).max(MAX_CHOICES).nullish(),
+    tools: z.array(FunctionToolSchema).max(MAX_TOOLS).nullish(),
+    tool_choice: ToolChoiceSchema.nullish(),
+    parallel_tool_calls: z.boolean().nullish(),
+    response_format: ResponseFormatSchema.nullish(),
+    logprobs: z.boolean().nullish(),
+    top_logprobs: z.int().min(0).max(20).nullish(),
+    seed: z.int().min(Number.MIN_SAFE_INTEGER).max(Number.MAX_SAFE_INTEGER).nullish(),
+    top_p: z.number().min(0).max(1).nullish(),
+    frequency_penalty: z.number().min(-2).max(2).nullish(),
+    presence_penalty: z.number().min(-2).max(2).nullish(),
+    logit_bias: z
+      .record(z.string().regex(/^\d{1,7}$/, 'a token id'), z.number().min(-100).max(100))
+      .refine((bias) => Object.keys(bias).length <= 1024, 'at most 1,024 tokens')
+      .nullish(),
+    user: z.string().max(256).nullish(),
+    safety_identifier: z.string().max(64).nullish(),
+    prompt_cache_key: z.string().max(256).nullish(),
+    prompt_cache_retention: z.enum(['in-memory', '24h']).nullish(),
+    reasoning_effort: z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh']).nullish(),
+    verbosity: z.enum(['low', 'medium', 'high']).nullish(),
+    /** Kept with the exchange in the session (we are the store); never sent upstream. */
+    metadata: MetadataSchema.nullish(),
+    /** `auto` and `default` are what every call gets; the priced tiers (`flex`, `scale`, `priority`) are refused. */
+    service_tier: z.enum(['auto', 'default', 'flex', 'scale', 'priority']).nullish(),
+    /** False is what every call gets (sessions are our store); true, storing at a provider, is refused. */
+    store: z.boolean().nullish(),
+    /** `["text"]` is what every call gets; audio output is refused. */
+    modalities: z.array(z.enum(['text', 'audio'])).max(2).nullish(),
+    // Named so that their refusal names them (REFUSED_CHAT_PARAMETERS); any value but null is refused.
+    audio: z.unknown().optional(),
+    prediction: z.unknown().optional(),
+    web_search_options: z.unknown().optional(),
+    functions: z.unknown().optional(),
+    function_call: z.unknown().optional(),
+    session_id: z.string().min(1).max(200).optional(),
+    'x-theory-position': TheoryPositionSchema.optional(),
+  })
+  .superRefine((body, ctx) => {
+    if (body.max_tokens != null && body.max_completion_tokens != null && body.max_tokens !== body.max_completion_tokens) {
+      ctx.addIssue({ code: 'custom', path: ['max_completion_tokens'], message: 'it differs from max_tokens; send one of them' });
+    }
+    if (body.top_logprobs != null && body.logprobs !== true) {
+      ctx.addIssue({ code: 'custom', path: ['top_logprobs'], message: 'it needs logprobs: true' });
+    }
+    const choice = body.tool_choice;
+    const names = new Set((body.tools ?? []).map((t) => t.function.name));
+    if (names.size < (body.tools ?? []).length) ctx.addIssue({ code: 'custom', path: ['tools'], message: 'two tools have the same name' });
+    if (choice === 'required' && names.size === 0) ctx.addIssue({ code: 'custom', path: ['tool_choice'], message: "'required' needs tools" });
+    if (typeof choice === 'object' && choice !== null && !names.has(choice.function.name)) {
+      ctx.addIssue({ code: 'custom', path: ['tool_choice'], message: `no tool named '${choice.function.name}' is in tools` });
+    }
+  });
 export type CreateChatCompletion = z.output<typeof CreateChatCompletionBody>;
+
+/**
+ * OpenAI parameters we refuse whatever the deployment, and why: each would change what is generated or billed in
+ * a way we cannot honour (audio output, web searches billed per search, predicted outputs billed beyond
+ * max_tokens, storing at a provider, a priced service tier) or is OpenAI's deprecated form of tools.
+ */
+const REFUSED_CHAT_PARAMETERS: Array<[param: string, refused: (body: CreateChatCompletion) => boolean, why: string]> = [
+  ['audio', (b) => b.audio != null, 'audio output is not offered'],
+  ['modalities', (b) => b.modalities?.includes('audio') === true, 'only text output is offered'],
+  ['prediction', (b) => b.prediction != null, 'predicted outputs are not offered'],
+  ['web_search_options', (b) => b.web_search_options != null, 'web search is not offered'],
+  ['functions', (b) => b.functions != null, 'functions is deprecated: send tools'],
+  ['function_call', (b) => b.function_call != null, 'function_call is deprecated: send tool_choice'],
+  ['store', (b) => b.store === true, 'completions are stored as sessions here, not at a provider'],
+  ['service_tier', (b) => b.service_tier != null && b.service_tier !== 'auto' && b.service_tier !== 'default', 'only the default tier is offered'],
+  ['stream_options.include_obfuscation', (b) => b.stream_options?.include_obfuscation === true, 'stream chunks are not padded'],
+];
+
+export const unsupportedParameter = (param: string, message: string) =>
+  new ApiError({ status: 400, type: 'invalid_request_error', code: 'unsupported_parameter', message, param });
+
+/**
+ * The chat request as the gateway takes it: the schema's 400s, except that a field OpenAI's API may have but ours
+ * does not know, and one we refuse outright, are 400 `unsupported_parameter` naming it.
+ */
+export function parseChatCompletionBody(input: unknown): CreateChatCompletion {
+  const parsed = CreateChatCompletionBody.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    if (issue?.code === 'unrecognized_keys' && issue.path.length === 0) {
+      const param = issue.keys[0]!;
+      throw unsupportedParameter(param, `Unsupported parameter: '${param}' is not supported with this model.`);
+    }
+    throw validationError(parsed.error, input, CHAT_VALIDATION_CODES);
+  }
+  for (const [param, refused, why] of REFUSED_CHAT_PARAMETERS) {
+    if (refused(parsed.data)) throw unsupportedParameter(param, `Unsupported parameter: '${param}' (${why}).`);
+  }
+  return parsed.data;
+}
 
 /** POST /v1/completions: OpenAI's legacy Completions request. */
 export const CreateCompletionBody = z.object({
@@ -72,8 +174,17 @@ export const UsageSchema = z.object({
 });
 export type Usage = z.infer<typeof UsageSchema>;
 
-export const FinishReasonSchema = z.enum(['stop', 'length']);
+/** `tool_calls`: the model called tools instead of answering; `content_filter`: the provider withheld the rest. */
+export const FinishReasonSchema = z.enum(['stop', 'length', 'tool_calls', 'content_filter']);
 export type FinishReason = z.infer<typeof FinishReasonSchema>;
+
+export const AssistantAnswerSchema = z.object({
+  role: z.literal('assistant'),
+  /** Null when the model only called tools. */
+  content: z.string().nullable(),
+  refusal: z.null(),
+  tool_calls: z.array(ToolCallSchema).optional(),
+});
 
 export const ChatCompletionSchema = z.object({
   id: z.string(),
@@ -83,7 +194,9 @@ export const ChatCompletionSchema = z.object({
   choices: z.array(
     z.object({
       index: z.int(),
-      message: z.object({ role: z.literal('assistant'), content: z.string() }),
+      message: AssistantAnswerSchema,
+      /** Null unless the request asked for `logprobs`. */
+      logprobs: ChoiceLogprobsSchema.nullable(),
       finish_reason: FinishReasonSchema,
     }),
   ),
@@ -100,7 +213,13 @@ export const ChatCompletionChunkSchema = z.object({
   choices: z.array(
     z.object({
       index: z.int(),
-      delta: z.object({ role: z.literal('assistant').optional(), content: z.string().optional() }),
+      delta: z.object({
+        role: z.literal('assistant').optional(),
+        content: z.string().nullable().optional(),
+        tool_calls: z.array(ToolCallDeltaSchema).optional(),
+      }),
+      /** Present (with this chunk's tokens) only when the request asked for `logprobs`. */
+      logprobs: ChoiceLogprobsSchema.nullable().optional(),
       finish_reason: FinishReasonSchema.nullable(),
     }),
   ),
@@ -134,9 +253,21 @@ export const ChatSessionListItemSchema = z.object({
   created_at: z.int(),
 });
 
-export const ChatSessionSchema = ChatSessionListItemSchema.extend({
-  messages: z.array(z.object({ role: ChatRoleSchema, content: z.string(), created_at: z.int() })),
+/**
+ * A message as a session keeps it: what the client sent (content parts, tool calls, tool results) or the answer,
+ * with when it was added. Earlier sessions hold `{role, content: string}` only, which this still reads.
+ */
+export const StoredChatMessageSchema = z.object({
+  role: ChatRoleSchema,
+  content: z.union([z.string(), z.array(ContentPartSchema), z.null()]),
+  name: z.string().optional(),
+  tool_calls: z.array(ToolCallSchema).optional(),
+  tool_call_id: z.string().optional(),
+  created_at: z.int(),
 });
+export type StoredChatMessage = z.infer<typeof StoredChatMessageSchema>;
+
+export const ChatSessionSchema = ChatSessionListItemSchema.extend({ messages: z.array(StoredChatMessageSchema) });
 export type ChatSession = z.infer<typeof ChatSessionSchema>;
 
 /** GET /v1/chat/completions: the spec's `limit` plus OpenAI's `after` cursor. */
@@ -154,7 +285,7 @@ const Caller = { org_id: z.string().min(1), mode: z.enum(['live', 'test']) };
 const StreamTarget = { stream_to: z.string().max(200).startsWith(`${Subjects.chat.streamPrefix}.`).optional() };
 
 export const ChatMessages = {
-  createChatCompletion: CreateChatCompletionBody.extend({ ...Caller, ...StreamTarget }),
+  createChatCompletion: CreateChatCompletionBody.safeExtend({ ...Caller, ...StreamTarget }),
   createCompletion: CreateCompletionBody.extend({ ...Caller, ...StreamTarget }),
   listSessions: ListChatSessionsQuery.extend({ org_id: z.string().min(1) }),
   getSession: z.object({ org_id: z.string().min(1), session_id: z.string().min(1) }),
@@ -188,9 +319,6 @@ export const CancelStreamSchema = z.object({ stream_to: z.string().min(1) });
  */
 export const ChatStreams = { session: 'chat' } as const;
 
-export const StoredChatMessageSchema = z.object({ role: ChatRoleSchema, content: z.string(), created_at: z.int() });
-export type StoredChatMessage = z.infer<typeof StoredChatMessageSchema>;
-
 export const ChatEvents = {
   ChatSessionStarted: z.object({ session_id: z.string(), org_id: z.string(), created_at: z.int() }),
   ChatExchangeRecorded: z.object({
@@ -199,6 +327,8 @@ export const ChatEvents = {
     completion_id: z.string(),
     messages: z.array(StoredChatMessageSchema),
     usage: UsageSchema,
+    /** The request's `metadata`, when it sent any. */
+    metadata: MetadataSchema.optional(),
   }),
 } as const;
 

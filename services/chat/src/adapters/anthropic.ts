@@ -1,5 +1,5 @@
 import Anthropic, { APIConnectionError, APIConnectionTimeoutError, APIError } from '@anthropic-ai/sdk';
-import type { ChatMessage, FinishReason, Usage } from '@oc/contracts';
+import { type ChatMessage, contentText, type FinishReason, isInstruction, type Usage } from '@oc/contracts';
 import { ProviderError, providerHttpError, providerUnreachable, retryAfterMs } from '@oc/routing';
 import type { ChatProvider, GenerationEvent, GenerationRequest } from '../application/ports';
 
@@ -61,13 +61,13 @@ export class AnthropicChatProvider implements ChatProvider {
   }
 
   private params(request: GenerationRequest): Params {
-    const system = request.messages.filter((m) => m.role === 'system').map((m) => ({ type: 'text' as const, text: m.content }));
+    const system = request.messages.filter(isInstruction).map((m) => ({ type: 'text' as const, text: contentText(m.content) }));
     return {
       model: this.options.model,
       max_tokens: request.maxTokens,
       // Consecutive same-role turns go as they are: the API combines them into one turn itself (Messages API
       // reference, `messages`).
-      messages: request.messages.filter(isTurn).map((m) => ({ role: m.role, content: m.content })),
+      messages: request.messages.filter(isTurn).map((m) => ({ role: m.role, content: contentText(m.content) })),
       // One text block per system message, in order: the API's own way to give several, no separator of ours.
       ...(system.length > 0 ? { system } : {}),
       ...(request.stop.length > 0 ? { stop_sequences: request.stop } : {}),
@@ -110,8 +110,9 @@ export class AnthropicChatProvider implements ChatProvider {
  */
 const thinkingOff = { type: 'disabled' } as const;
 
-function isTurn(message: ChatMessage): message is ChatMessage & { role: 'user' | 'assistant' } {
-  return message.role !== 'system';
+/** Tool calls, tool results and images never reach this provider (it declares no such feature): text turns only. */
+function isTurn(message: ChatMessage): message is Extract<ChatMessage, { role: 'user' | 'assistant' }> {
+  return message.role === 'user' || message.role === 'assistant';
 }
 
 /** The cumulative counts of message_delta replace what message_start said; an absent (null) one leaves it. */

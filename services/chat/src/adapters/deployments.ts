@@ -2,7 +2,7 @@ import { type ChatDeploymentEntry, type ChatFeature, type ChatProviderName, chat
 import { deploymentBaseUrl, deploymentKey, type Environment } from '@oc/routing';
 import type { ChatProvider, GenerationEvent, GenerationRequest } from '../application/ports';
 import { OpenAiCompatibleProvider } from './openai-compatible';
-import { ANTHROPIC_CHAT_DEFAULT, GEMINI_CHAT_DEFAULT, OPENAI_CHAT_DEFAULT } from './provider-defaults';
+import { ANTHROPIC_CHAT_DEFAULT, GEMINI_CHAT_DEFAULT, OPENAI_CHAT_DEFAULT, SIMULATOR_FEATURES } from './provider-defaults';
 import type { ChatTarget } from './routed-provider';
 
 /** One deployment of chat-2, resolved: its key is in memory here and nowhere else. */
@@ -27,6 +27,9 @@ const PROVIDER_DEFAULTS: Record<Exclude<ChatProviderName, 'simulator'>, { model:
   gemini: GEMINI_CHAT_DEFAULT,
 };
 
+const enabled = (features: Partial<Record<ChatFeature, boolean>>) =>
+  (Object.entries(features) as Array<[ChatFeature, boolean]>).filter(([, on]) => on).map(([f]) => f);
+
 /** The simulator accepts everything and costs nothing. */
 const SIMULATOR: ChatDeploymentConfig = {
   id: 'simulator',
@@ -36,12 +39,9 @@ const SIMULATOR: ChatDeploymentConfig = {
   baseUrl: undefined,
   weight: 1,
   timeoutMs: 60_000,
-  features: ['temperature', 'stop'],
+  features: enabled(SIMULATOR_FEATURES),
   cost: { input_per_1m_tokens: 0, output_per_1m_tokens: 0 },
 };
-
-const enabled = (features: Partial<Record<ChatFeature, boolean>>) =>
-  (Object.entries(features) as Array<[ChatFeature, boolean]>).filter(([, on]) => on).map(([f]) => f);
 
 interface LegacyUpstream {
   CHAT_UPSTREAM: 'simulator' | 'openai';
@@ -71,8 +71,8 @@ export function chatDeployments(catalog: ModelCatalog | undefined, legacy: Legac
       baseUrl: legacy.CHAT_UPSTREAM_BASE_URL,
       weight: 1,
       timeoutMs,
-      // Whatever the server is: it is sent what the earlier releases sent it.
-      features: ['temperature', 'stop'],
+      // An OpenAI-compatible server: it is passed the whole Chat Completions request, as OpenAI is.
+      features: enabled(OPENAI_CHAT_DEFAULT.features),
       cost: { input_per_1m_tokens: 0, output_per_1m_tokens: 0 },
     });
   }
@@ -133,8 +133,6 @@ function fromCatalog(entry: ChatDeploymentEntry, timeoutMs: number, env: Environ
     cost: entry.cost ?? defaults?.cost ?? SIMULATOR.cost,
   };
 }
-
-const SIMULATOR_FEATURES: Record<ChatFeature, boolean> = { temperature: true, stop: true };
 
 /** The adapter of one deployment, with what the router needs to know of it. */
 export function chatTarget(config: ChatDeploymentConfig, simulator: ChatProvider): ChatTarget {

@@ -8,7 +8,7 @@ import {
   GoogleGenAI,
   ThinkingLevel,
 } from '@google/genai';
-import type { ChatMessage, FinishReason, Usage } from '@oc/contracts';
+import { type ChatMessage, contentText, type FinishReason, isInstruction, type Usage } from '@oc/contracts';
 import { ProviderError, providerHttpError, providerUnreachable, retryAfterMs } from '@oc/routing';
 import type { ChatProvider, GenerationEvent, GenerationRequest } from '../application/ports';
 
@@ -120,9 +120,9 @@ class Call {
 }
 
 function settings(request: GenerationRequest, call: Call): GenerateContentConfig {
-  const system = request.messages.filter((message) => message.role === 'system');
+  const system = request.messages.filter(isInstruction);
   return {
-    ...(system.length > 0 ? { systemInstruction: { parts: system.map((message) => ({ text: message.content })) } } : {}),
+    ...(system.length > 0 ? { systemInstruction: { parts: system.map((message) => ({ text: contentText(message.content) })) } } : {}),
     maxOutputTokens: request.maxTokens,
     ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
     ...(request.stop.length > 0 ? { stopSequences: request.stop } : {}),
@@ -145,11 +145,13 @@ function settings(request: GenerationRequest, call: Call): GenerateContentConfig
 function turns(messages: ChatMessage[]): Content[] {
   const contents: Array<{ role: 'user' | 'model'; parts: Array<{ text: string }> }> = [];
   for (const message of messages) {
-    if (message.role === 'system') continue;
+    // Tool calls, tool results and images never reach this provider (it declares no such feature): text turns only.
+    if (message.role !== 'user' && message.role !== 'assistant') continue;
     const role = message.role === 'assistant' ? 'model' : 'user';
+    const text = contentText(message.content);
     const last = contents.at(-1);
-    if (last?.role === role) last.parts.push({ text: message.content });
-    else contents.push({ role, parts: [{ text: message.content }] });
+    if (last?.role === role) last.parts.push({ text });
+    else contents.push({ role, parts: [{ text }] });
   }
   return contents;
 }

@@ -2,13 +2,44 @@
  * What each provider's default chat model is, accepts and costs us: data only, so that choosing deployments does
  * not load a provider's SDK (each adapter is imported when a deployment of its provider is configured).
  */
+import type { ChatFeature } from '@oc/contracts';
 
-/** OpenAI's own endpoint: its current models take `max_completion_tokens` and `temperature` (docs/providers.md). */
+/** Every optional feature: OpenAI's Chat Completions has each one, and the OpenAI-compatible adapter passes each through. */
+const ALL: Record<ChatFeature, true> = {
+  temperature: true,
+  stop: true,
+  tools: true,
+  response_format: true,
+  image_input: true,
+  n: true,
+  logprobs: true,
+  seed: true,
+  top_p: true,
+  frequency_penalty: true,
+  presence_penalty: true,
+  logit_bias: true,
+  user: true,
+  safety_identifier: true,
+  prompt_cache_key: true,
+  prompt_cache_retention: true,
+  reasoning_effort: true,
+  verbosity: true,
+  message_names: true,
+};
+
+/** Nothing beyond plain text chat: what the Anthropic and Gemini adapters translate so far. */
+const NONE: Record<ChatFeature, false> = Object.fromEntries(Object.keys(ALL).map((f) => [f, false])) as Record<ChatFeature, false>;
+
+/**
+ * OpenAI's own endpoint: its current models take `max_completion_tokens`, `temperature` and the rest of the
+ * Chat Completions request (docs/providers.md). An OpenAI-compatible server is assumed to take all of it too; a
+ * catalog entry turns off what a given server lacks.
+ */
 export const OPENAI_CHAT_DEFAULT = {
   model: 'gpt-5.4-mini',
   /** USD per 1M tokens (developers.openai.com/api/docs/pricing, read 2026-11-27 through its mirrors). */
   cost: { input_per_1m_tokens: 0.75, output_per_1m_tokens: 4.5 },
-  features: { temperature: true, stop: true },
+  features: ALL,
 } as const;
 
 /** Anthropic's: API version 2026-10-21, which its SDK sends, refuses `temperature`. */
@@ -21,7 +52,8 @@ export const ANTHROPIC_CHAT_DEFAULT = {
    * ($0.50 / $2.50), which this shape cannot say.
    */
   cost: { input_per_1m_tokens: 0.1, output_per_1m_tokens: 0.5 },
-  features: { temperature: false, stop: true },
+  // Tools, JSON answers and images wait for the adapter's translation of them.
+  features: { ...NONE, stop: true },
 } as const;
 
 /**
@@ -38,5 +70,9 @@ export const GEMINI_CHAT_DEFAULT = {
    * be read from here).
    */
   cost: { input_per_1m_tokens: 0.25, output_per_1m_tokens: 1.5 },
-  features: { temperature: true, stop: true },
+  // Tools, JSON answers and images wait for the adapter's translation of them.
+  features: { ...NONE, temperature: true, stop: true },
 } as const;
+
+/** The simulator emulates every feature, so that every client test runs offline. */
+export const SIMULATOR_FEATURES = ALL;

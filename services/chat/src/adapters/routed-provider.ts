@@ -1,6 +1,7 @@
 import { ApiError, type ChatFeature } from '@oc/contracts';
 import { type DeploymentPool, type DeploymentSpec, ProviderError } from '@oc/routing';
 import type { ChatProvider, GenerationEvent, GenerationRequest, ServedBy } from '../application/ports';
+import { featuresUsed } from '../domain/features';
 
 /** One deployment of a chat model: its adapter, what it accepts, and what it costs us. */
 export interface ChatTarget {
@@ -18,13 +19,6 @@ export interface RoutedChatOptions {
   onFailure(deployment: string, error: unknown): void;
 }
 
-const needs = (request: GenerationRequest): ChatFeature[] => {
-  const used: ChatFeature[] = [];
-  if (request.temperature !== undefined) used.push('temperature');
-  if (request.stop.length > 0) used.push('stop');
-  return used;
-};
-
 /**
  * A public chat model served by its deployments. Each call goes to a weighted choice among the deployments that
  * accept what the request uses and may take a call now; a retryable failure fails over to the next one as long
@@ -37,16 +31,16 @@ export class RoutedChatProvider implements ChatProvider {
 
   unsupported(request: GenerationRequest): string | undefined {
     const specs = this.options.pool.specs;
-    for (const feature of needs(request)) if (!specs.some((d) => d.target.features.has(feature))) return feature;
-    const all = needs(request);
-    if (specs.some((d) => all.every((f) => d.target.features.has(f)))) return undefined;
+    const all = featuresUsed(request);
+    for (const use of all) if (!specs.some((d) => d.target.features.has(use.feature))) return use.param;
+    if (specs.some((d) => all.every((use) => d.target.features.has(use.feature)))) return undefined;
     // Each is accepted somewhere, but no single deployment accepts them together.
-    return all.find((f) => !specs[0]!.target.features.has(f));
+    return all.find((use) => !specs[0]!.target.features.has(use.feature))?.param;
   }
 
   async *generate(request: GenerationRequest, signal: AbortSignal): AsyncIterable<GenerationEvent> {
-    const used = needs(request);
-    const eligible = (d: DeploymentSpec<ChatTarget>) => used.every((f) => d.target.features.has(f));
+    const used = featuresUsed(request);
+    const eligible = (d: DeploymentSpec<ChatTarget>) => used.every((use) => d.target.features.has(use.feature));
     const tried = new Set<string>();
     let last: unknown;
     for (;;) {
@@ -60,10 +54,11 @@ export class RoutedChatProvider implements ChatProvider {
       let relayed = false;
       const held: GenerationEvent[] = [served];
       let finished = false;
+      let finishes = 0;
       try {
         for await (const event of lease.spec.target.provider.generate(request, signal)) {
           firstByteMs ??= this.options.now() - startedAt;
-          if (event.type === 'finish') finished = true;
+          if (event.type === 'finish') finished = ++finishes === (request.n ?? 1);
           if (!request.stream) held.push(event);
           else {
             // The deployment is named once its answer has started: a failover before then names the next one.

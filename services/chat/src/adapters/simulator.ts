@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
-import type { ChatMessage } from '@oc/contracts';
+import { type ChatMessage, contentText, isInstruction } from '@oc/contracts';
 import type { ChatProvider, GenerationEvent, GenerationRequest, Tokenizer } from '../application/ports';
 
 export interface SimulatorOptions {
@@ -64,8 +64,8 @@ export class SimulatorProvider implements ChatProvider {
 }
 
 export function composeReply(messages: ChatMessage[]): string {
-  const last = [...messages].reverse().find((m) => m.role !== 'system') ?? messages.at(-1);
-  const prompt = last?.content ?? '';
+  const last = [...messages].reverse().find((m) => !isInstruction(m)) ?? messages.at(-1);
+  const prompt = contentText(last?.content);
   const seed = createHash('sha256').update(prompt).digest();
   const pick = <T>(items: readonly T[], i: number) => items[seed[i]! % items.length]!;
   const words = (prompt.toLowerCase().match(/[\p{L}\p{N}'-]+/gu) ?? []).filter((w) => w.length > 2 && !STOP_WORDS.has(w));
@@ -86,7 +86,7 @@ export function composeReply(messages: ChatMessage[]): string {
 function leadingEmphasis(messages: ChatMessage[]): string | undefined {
   for (const m of messages) {
     if (m.role !== 'system') continue;
-    const found = /theories of change: ([a-z]+) \(([^)]+)\)/.exec(m.content);
+    const found = /theories of change: ([a-z]+) \(([^)]+)\)/.exec(contentText(m.content));
     if (found) return `${found[1]} (${found[2]})`;
   }
   return undefined;

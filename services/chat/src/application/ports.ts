@@ -1,6 +1,39 @@
-import type { ChatMessage, FinishReason, ServedUsage, Usage } from '@oc/contracts';
+import type {
+  ChatFeature,
+  ChatMessage,
+  CreateChatCompletion,
+  FinishReason,
+  FunctionTool,
+  ResponseFormat,
+  ServedUsage,
+  TokenLogprob,
+  ToolChoice,
+  Usage,
+} from '@oc/contracts';
 
-/** What one upstream call is asked for; `maxTokens` is always set, since it bounds the reservation. */
+/**
+ * Request fields passed through, in OpenAI's names, to deployments that declare the feature of the same name
+ * (ChatFeature); what they mean is OpenAI's. Present only when the customer set them.
+ */
+export const PASS_THROUGH_OPTIONS = [
+  'top_p',
+  'frequency_penalty',
+  'presence_penalty',
+  'logit_bias',
+  'user',
+  'safety_identifier',
+  'prompt_cache_key',
+  'prompt_cache_retention',
+  'reasoning_effort',
+  'verbosity',
+] as const satisfies readonly ChatFeature[];
+export type PassThroughOptions = { [K in (typeof PASS_THROUGH_OPTIONS)[number]]?: NonNullable<CreateChatCompletion[K]> };
+
+/**
+ * What one upstream call is asked for; `maxTokens` is always set, since it bounds the reservation (per choice).
+ * Messages are OpenAI's: `developer` is a system message to a provider without that role; content may be parts
+ * (text, images); an assistant turn may be tool calls with null content, answered by `tool` messages.
+ */
 export interface GenerationRequest {
   messages: ChatMessage[];
   maxTokens: number;
@@ -14,6 +47,18 @@ export interface GenerationRequest {
   stream: boolean;
   /** The prompt's tokens as counted for the reservation; what a span reports when the upstream reports none. */
   promptTokens?: number;
+  /** Choices to generate in this call (OpenAI's `n`), each with its own events by `index`; 1 when absent. */
+  n?: number;
+  /** Function tools the model may call, and how (absent: the provider's default, `auto` when there are tools). */
+  tools?: FunctionTool[];
+  toolChoice?: ToolChoice;
+  parallelToolCalls?: boolean;
+  /** A JSON answer (`json_object`, or one valid against `json_schema`); absent for plain text. */
+  responseFormat?: Exclude<ResponseFormat, { type: 'text' }>;
+  /** Log probabilities of each generated token, with this many alternatives each (0..20). */
+  logprobs?: { top: number };
+  seed?: number;
+  options?: PassThroughOptions;
 }
 
 /** The deployment that answered, and what it costs us (integer micro-USD per million tokens). */
@@ -24,12 +69,33 @@ export interface ServedBy {
   costMicrosPer1M: { input: number; output: number };
 }
 
+/**
+ * A fragment of a tool call of one choice: the first for a call (by `call`, its position among the choice's calls)
+ * carries `id` and `name`, the others more of its `arguments` (JSON text, in order). A whole answer may give each
+ * call in one event.
+ */
+export interface ToolCallFragment {
+  call: number;
+  id?: string;
+  name?: string;
+  arguments: string;
+}
+
+/**
+ * `index` is the choice (0 when absent: one choice). A choice ends with its `finish`; the call ends when every
+ * choice has.
+ */
 export type GenerationEvent =
   /** From the router, before the answer's first text: the deployment answering. */
   | { type: 'served'; served: ServedBy }
-  | { type: 'content'; text: string }
-  /** `usage` when the provider reports it; otherwise it is counted with our tokenizer. */
-  | { type: 'finish'; finishReason: FinishReason; usage?: Usage };
+  /** `logprobs`: the tokens of `text`, when the request asked for them. */
+  | { type: 'content'; text: string; index?: number; logprobs?: TokenLogprob[] }
+  | { type: 'tool_call'; index?: number; fragment: ToolCallFragment }
+  /**
+   * `usage` when the provider reports it: the whole call's (every choice's), on the last finish; otherwise it is
+   * counted with our tokenizer.
+   */
+  | { type: 'finish'; finishReason: FinishReason; index?: number; usage?: Usage };
 
 /**
  * An upstream model, or the router over several. Aborting `signal` stops the call; the iteration then ends early
@@ -38,8 +104,9 @@ export type GenerationEvent =
 export interface ChatProvider {
   generate(request: GenerationRequest, signal: AbortSignal): AsyncIterable<GenerationEvent>;
   /**
-   * The first optional parameter the request uses that no deployment accepts (`temperature`, `stop`): it is
-   * refused with 400 before anything is reserved. Absent: everything is accepted.
+   * The first optional parameter the request uses that no deployment accepts (`temperature`, `tools`,
+   * `messages[2].content[1]` for an image): it is refused with 400 before anything is reserved. Absent: everything
+   * is accepted.
    */
   unsupported?(request: GenerationRequest): string | undefined;
   /** Releases pooled connections, if the provider keeps any. */
