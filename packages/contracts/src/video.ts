@@ -68,6 +68,8 @@ export const VideoSchema = z.object({
   id: z.string(),
   object: z.literal('video'),
   created: z.int(),
+  /** `created` under OpenAI's name, which its SDKs read: the same second. */
+  created_at: z.int(),
   model: z.string(),
   prompt: z.string(),
   status: z.enum(VIDEO_STATUSES),
@@ -85,6 +87,16 @@ export const VideoSchema = z.object({
   expires_at: z.int().nullable(),
 });
 export type Video = z.infer<typeof VideoSchema>;
+
+/** The spec: clients poll a running video no more often than every 5 seconds. */
+export const VIDEO_MIN_POLL_MS = 5_000;
+
+/**
+ * The video service's answer to a create, a remix or a read: the video, and while it runs how long a client
+ * should wait before reading it again (OpenAI's `openai-poll-after-ms`, which the gateway sends as a header).
+ */
+export const VideoReadSchema = z.object({ video: VideoSchema, poll_after_ms: z.int().min(VIDEO_MIN_POLL_MS).nullable() });
+export type VideoRead = z.infer<typeof VideoReadSchema>;
 
 export const DeletedVideoSchema = z.object({ id: z.string(), object: z.literal('video.deleted'), deleted: z.literal(true) });
 

@@ -14,14 +14,41 @@ import { parseRange, videoRoutes } from '../src/transport/video-routes';
 /** A file larger than three chunks, served by a stand-in video service that counts the slices asked for. */
 const file = randomBytes(VIDEO_CONTENT_CHUNK_BYTES * 2 + 12_345);
 const reads: { offset: number; length: number }[] = [];
+/** A video as the video service answers it, in the given state. */
+const video = (id: string, status: 'queued' | 'in_progress' | 'completed' | 'failed') => ({
+  id,
+  object: 'video',
+  created: 1_795_360_150,
+  created_at: 1_795_360_150,
+  model: 'video-2',
+  prompt: 'A paper boat drifting down a rainy street',
+  status,
+  progress: status === 'completed' ? 100 : status === 'queued' ? 0 : 40,
+  seconds: '4',
+  size: '1280x720',
+  url: null,
+  error: null,
+  'x-cost': { amount: 0.4, currency: 'usd' },
+  'x-storage-provider': 'upstream',
+  'x-persisted': false,
+  remixed_from_video_id: null,
+  completed_at: null,
+  expires_at: null,
+});
 const services = {
   async request<T>(subject: string, payload: any): Promise<Reply<T>> {
     switch (subject) {
       case Subjects.billing.authenticate:
-        return ok({ key_id: 'key_1', org_id: 'org_1', mode: 'live', scopes: ['video:read'], rate_limit_per_minute: 1000, tier: 'premium', limits: TIER_LIMITS.premium, expires_at: null } as T);
+        return ok({ key_id: 'key_1', org_id: 'org_1', mode: 'live', scopes: ['video:read', 'video:write'], rate_limit_per_minute: 1000, tier: 'premium', limits: TIER_LIMITS.premium, expires_at: null } as T);
       case Subjects.video.describeContent:
         if (payload.video_id !== 'video_1') return fail(notFound('video_not_found', 'No video.'));
         return ok({ content_type: 'video/mp4', size: file.length } as T);
+      case Subjects.video.create:
+        return ok({ video: video('video_new', 'queued'), poll_after_ms: 5_000 } as T);
+      case Subjects.video.get:
+        if (payload.video_id === 'video_running') return ok({ video: video(payload.video_id, 'in_progress'), poll_after_ms: 12_000 } as T);
+        if (payload.video_id === 'video_done') return ok({ video: video(payload.video_id, 'completed'), poll_after_ms: null } as T);
+        return fail(notFound('video_not_found', 'No video.'));
       case Subjects.video.readContent:
         reads.push({ offset: payload.offset, length: payload.length });
         return ok({ data: file.subarray(payload.offset, payload.offset + payload.length).toString('base64') } as T);
@@ -84,6 +111,34 @@ describe('video content through the gateway', () => {
     const variant = await get({}, `${url}?variant=spritesheet`);
     expect(variant.status).toBe(400);
     expect(((await variant.json()) as any).error).toMatchObject({ code: 'invalid_variant', param: 'variant' });
+  });
+});
+
+describe('video reads through the gateway', () => {
+  const videos = () => url.replace('/video_1/content', '');
+  const read = (id: string) => get({}, `${videos()}/${id}`);
+
+  it('answers the video alone, and says when to read it again while it runs, as openai-poll-after-ms', async () => {
+    const running = await read('video_running');
+    expect(running.status).toBe(200);
+    expect(running.headers.get('openai-poll-after-ms')).toBe('12000');
+    expect(await running.json()).toEqual(video('video_running', 'in_progress'));
+    const created = await fetch(videos(), {
+      method: 'POST',
+      headers: { authorization: `Bearer oc_live_${'A'.repeat(43)}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'video-2', prompt: 'A paper boat drifting down a rainy street', seconds: '4', size: '1280x720' }),
+    });
+    expect(created.headers.get('openai-poll-after-ms')).toBe('5000');
+    expect(((await created.json()) as any).id).toBe('video_new');
+  });
+
+  it('sends no openai-poll-after-ms once the video has ended, nor on an error', async () => {
+    const done = await read('video_done');
+    expect(done.status).toBe(200);
+    expect(done.headers.get('openai-poll-after-ms')).toBeNull();
+    const missing = await read('video_gone');
+    expect(missing.status).toBe(404);
+    expect(missing.headers.get('openai-poll-after-ms')).toBeNull();
   });
 });
 

@@ -11,8 +11,8 @@ interface Operation {
 /**
  * Checks a live answer against the service's own OpenAPI document (`/openapi.json`): its status is
  * documented for the operation (errors included), a JSON body matches the schema of that status (the error
- * shape for every 4xx and 5xx), another body has a documented media type, and every `/v1` answer carries the
- * rate-limit headers. An error from a path or method no operation has (404, 405) needs only the error shape.
+ * shape for every 4xx and 5xx), another body has a documented media type, every answer carries its
+ * `x-request-id` and every `/v1` answer the rate-limit headers. An error from a path or method no operation has (404, 405) needs only the error shape.
  */
 class Conformance {
   private readonly operations: Operation[];
@@ -44,6 +44,8 @@ class Conformance {
     const what = `${method} ${url.pathname} → ${status}`;
     const problems: string[] = [];
     const type = (headers.get('content-type') ?? '').split(';')[0]!.trim();
+    // No test client sends one of its own, so every id is the gateway's.
+    if (!/^req_[0-9a-f]{32}$/.test(headers.get('x-request-id') ?? '')) problems.push(`${what}: no x-request-id header`);
     if (url.pathname.startsWith('/v1/')) {
       for (const name of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']) {
         if (!/^\d+$/.test(headers.get(name) ?? '')) problems.push(`${what}: no integer ${name} header`);

@@ -83,6 +83,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
         id: expect.stringMatching(/^video_[A-Za-z0-9]+$/),
         object: 'video',
         created: expect.any(Number),
+        created_at: res.body.created,
         model: 'video-2',
         prompt: PROMPT,
         status: 'queued',
@@ -99,6 +100,8 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
         expires_at: null,
       });
       expect(Number(res.headers.get('x-ratelimit-limit'))).toBeGreaterThan(0);
+      // The simulator is polled every 100 ms here: the spec's 5 s is what a client is told.
+      expect(res.headers.get('openai-poll-after-ms')).toBe('5000');
       const got = await h.retrieve(key, res.body.id);
       expect(got.status).toBe(200);
       expect(got.body.id).toBe(res.body.id);
@@ -412,10 +415,27 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       const client = new OpenAI({ apiKey: key, baseURL: `${service.url}/v1`, maxRetries: 0 , fetch: conformingSdkFetch(service.url) });
       const video = await client.videos.create({ model: 'video-2' as never, prompt: PROMPT, seconds: '4', size: '1280x720' });
       expect(video).toMatchObject({ object: 'video', status: 'queued', progress: 0 });
+      // The SDK's Video type has created_at where the spec has created.
+      expect(video.created_at).toBe((video as unknown as { created: number }).created);
+      expect(video._request_id).toMatch(/^req_[0-9a-f]{32}$/);
+      // What a poll helper reads between two reads of a running video, and finds no more once it has ended.
+      const running = await client.videos.retrieve(video.id).withResponse();
+      expect(running.request_id).toMatch(/^req_[0-9a-f]{32}$/);
+      expect(running.request_id).not.toBe(video._request_id);
+      expect(running.data.status).not.toBe('completed');
+      expect(running.response.headers.get('openai-poll-after-ms')).toBe('5000');
       await h.eventually(async () => expect((await client.videos.retrieve(video.id)).status).toBe('completed'));
+      const completed = await client.videos.retrieve(video.id).withResponse();
+      expect(completed.data.created_at).toBe(video.created_at);
+      expect(completed.response.headers.get('openai-poll-after-ms')).toBeNull();
       const listed = [];
-      for await (const v of client.videos.list({ limit: 10 })) listed.push(v.id);
+      for await (const v of client.videos.list({ limit: 10 })) {
+        expect(v.created_at).toBe(video.created_at);
+        listed.push(v.id);
+      }
       expect(listed).toEqual([video.id]);
+      const missing = await client.videos.retrieve('video_nope').catch((error: unknown) => error);
+      expect((missing as { requestID?: string }).requestID).toMatch(/^req_[0-9a-f]{32}$/);
       const content = await client.videos.downloadContent(video.id);
       const bytes = Buffer.from(await content.arrayBuffer());
       expect(bytes.subarray(4, 8).toString('latin1')).toBe('ftyp');

@@ -11,7 +11,7 @@ import { videoReadModels } from './projections';
 import { billingOver } from './adapters/billing-client';
 import { FfmpegRenderer } from './adapters/ffmpeg-renderer';
 import { LocalFileStore } from './adapters/local-file-store';
-import { DeploymentPool, providerEnvironment, readCatalogFile } from '@oc/routing';
+import { DeploymentPool, failureDetail, providerEnvironment, readCatalogFile } from '@oc/routing';
 import { type VideoModelDeployments, type VideoTarget, videoDeployments, videoTarget } from './adapters/deployments';
 import { RoutedVideoProviders } from './adapters/routed-providers';
 import { ClockScheduler } from './adapters/scheduler';
@@ -112,7 +112,7 @@ function routedProviders(
     now: () => runtime.clock.now(),
     // A provider's own words may name our account with it: the operator's log is the only place they go.
     onFailure: (deployment, err) =>
-      runtime.logger.warn({ deployment, detail: err instanceof Error ? ((err as { detail?: string }).detail ?? err.message) : String(err) }, 'video deployment failed'),
+      runtime.logger.warn({ deployment, detail: failureDetail(err) }, 'video deployment failed'),
   });
   return { live, simulator: traced ? traceVideoProvider(simulator, { provider: 'oc.simulator', modelOf: (model) => model }) : simulator, prices };
 }
@@ -207,6 +207,7 @@ export async function createVideo(runtime: VideoRuntime) {
     ids: runtime.ids,
     prices: providers.prices,
     routing: providers.live,
+    simulatorPollIntervalMs: config.SIM_VIDEO_POLL_MS,
     deployments: () => providers.live.statuses(),
     timings,
     replicas,

@@ -245,6 +245,37 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     }
   });
 
+  it("tells clients to read a running video no sooner than 5 s nor than its deployment's next poll, and nothing once it ended", async () => {
+    const catalog = join(dataDir, 'models.yaml');
+    await writeFile(
+      catalog,
+      [
+        'models:',
+        '  video-2:',
+        '    deployments:',
+        '      - { id: slow, provider: openai, model: sora-2, base_url: "' + upstream.url + '", poll_interval_ms: 15000 }',
+        '      - { id: quick, provider: openai, model: sora-2, base_url: "' + upstream.url + '", weight: 0, poll_interval_ms: 7000 }',
+      ].join('\n'),
+    );
+    const { service } = await start({ MODELS_FILE: catalog, VIDEO_UPSTREAM_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator', SIM_VIDEO_POLL_MS: '1000' });
+    const read = (id: string) => service.read({ org_id: 'org_1', video_id: id });
+    const created = await service.create(request);
+    expect(created.created_at).toBe(created.created);
+    // Not submitted yet: the soonest any deployment of the model would poll it.
+    expect((await read(created.id)).poll_after_ms).toBe(7_000);
+    await runDue();
+    expect(await read(created.id)).toMatchObject({ video: { status: 'in_progress', created_at: created.created }, poll_after_ms: 15_000 });
+    Object.assign(upstreamJob(), { status: 'completed', progress: 100 });
+    clock.advance(15_000);
+    await runDue();
+    expect(await read(created.id)).toMatchObject({ video: { status: 'completed' }, poll_after_ms: null });
+    // The simulator, polled every second, runs test keys' videos: the spec's 5 s stands.
+    const simulated = await service.create({ ...request, mode: 'test' });
+    await runDue();
+    expect(await read(simulated.id)).toMatchObject({ video: { status: 'in_progress' }, poll_after_ms: 5_000 });
+    expect(service.withPollAfter(simulated, 'test').poll_after_ms).toBe(5_000);
+  });
+
   it('refuses a length no deployment of the model makes with 400 unsupported_parameter, before anything is held', async () => {
     const catalog = join(dataDir, 'models.yaml');
     await writeFile(catalog, `models:\n  video-2:\n    deployments:\n      - { id: short, provider: openai, model: sora-2, base_url: "${upstream.url}", seconds: ["4", "8"] }\n`);

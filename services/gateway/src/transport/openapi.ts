@@ -117,7 +117,11 @@ export function openApiDocument(version: string, v1: Route<unknown>[], admin: Ro
           }
         : {}),
       responses: {
-        '200': { description: 'Success', headers, ...(Object.keys(content).length > 0 ? { content } : {}) },
+        '200': {
+          description: 'Success',
+          headers: { ...headers, ...Object.fromEntries(Object.entries(doc?.headers ?? {}).map(([name, description]) => [name, integerHeader(description)])) },
+          ...(Object.keys(content).length > 0 ? { content } : {}),
+        },
         ...(doc?.ranges ? { '206': { description: 'One byte range', headers, content: Object.fromEntries((doc.media ?? []).map((t) => [t, {}])) } } : {}),
         ...Object.fromEntries(
           errorStatuses(route, security).map((status) => [

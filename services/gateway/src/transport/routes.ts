@@ -48,6 +48,8 @@ export interface Route<P = KeyPrincipal> {
     events?: z.ZodType;
     /** Error statuses of its own, besides those every operation of its kind may answer (`errorStatuses`). */
     errors?: number[];
+    /** Integer headers a success may carry besides every answer's, with what each means. */
+    headers?: Record<string, string>;
   };
   handle(ctx: RouteContext<P>): Promise<Reply<unknown> | void>;
 }

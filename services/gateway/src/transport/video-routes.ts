@@ -6,6 +6,7 @@ import {
   IdempotencyKeySchema,
   invalidRequest,
   ListVideosQuery,
+  ok,
   parseOrThrow,
   RemixVideoBody,
   Subjects,
@@ -15,6 +16,7 @@ import {
   type VideoContentInfo,
   VideoContentQuery,
   VideoListSchema,
+  type VideoRead,
   VideoSchema,
 } from '@oc/contracts';
 import type { Route, RouteContext } from './routes';
@@ -29,6 +31,20 @@ function idempotencyKey(ctx: RouteContext): { idempotency_key?: string } {
 }
 
 const caller = (ctx: RouteContext) => ({ org_id: ctx.principal.org_id, mode: ctx.principal.mode });
+
+const POLL_AFTER = {
+  'openai-poll-after-ms': 'While the video is queued or in progress: milliseconds to wait before reading it again (5000 or more)',
+};
+
+/**
+ * Asks the video service for a video and answers it, with OpenAI's `openai-poll-after-ms` while it runs: the
+ * SDKs' poll helpers wait that long between reads (a second without it).
+ */
+async function readVideo(ctx: RouteContext, subject: string, payload: unknown) {
+  const { video, poll_after_ms } = unwrap(await ctx.services.request<VideoRead>(subject, payload, { headers: ctx.headers }));
+  if (poll_after_ms !== null) ctx.res.setHeader('openai-poll-after-ms', String(poll_after_ms));
+  return ok(video);
+}
 
 /** One `bytes=` range (RFC 9110): `a-b`, `a-` or `-n`; null when absent, 'unsatisfiable' when it cannot be served. */
 export function parseRange(header: string | undefined, size: number): { start: number; end: number } | null | 'unsatisfiable' {
@@ -111,13 +127,10 @@ export function videoRoutes(): Route[] {
         response: VideoSchema,
         idempotent: true,
         errors: [402, 422],
+        headers: POLL_AFTER,
       },
       handle: (ctx) =>
-        ctx.services.request(
-          Subjects.video.create,
-          { ...parseOrThrow(CreateVideoBody, ctx.body, CREATE_VIDEO_CODES), ...caller(ctx), ...idempotencyKey(ctx) },
-          { headers: ctx.headers },
-        ),
+        readVideo(ctx, Subjects.video.create, { ...parseOrThrow(CreateVideoBody, ctx.body, CREATE_VIDEO_CODES), ...caller(ctx), ...idempotencyKey(ctx) }),
     },
     {
       method: 'GET',
@@ -135,9 +148,8 @@ export function videoRoutes(): Route[] {
       method: 'GET',
       path: '/v1/videos/:id',
       scope: 'video:read',
-      doc: { summary: 'Retrieve a video', response: VideoSchema, errors: [410] },
-      handle: (ctx) =>
-        ctx.services.request(Subjects.video.get, { org_id: ctx.principal.org_id, video_id: ctx.params.id }, { headers: ctx.headers }),
+      doc: { summary: 'Retrieve a video', response: VideoSchema, errors: [410], headers: POLL_AFTER },
+      handle: (ctx) => readVideo(ctx, Subjects.video.get, { org_id: ctx.principal.org_id, video_id: ctx.params.id }),
     },
     {
       method: 'DELETE',
@@ -152,13 +164,16 @@ export function videoRoutes(): Route[] {
       path: '/v1/videos/:id/remix',
       scope: 'video:write',
       body: 'json-or-multipart',
-      doc: { summary: 'Remix a completed video with a new prompt', request: RemixVideoBody, response: VideoSchema, idempotent: true, errors: [402, 410, 422] },
+      doc: {
+        summary: 'Remix a completed video with a new prompt',
+        request: RemixVideoBody,
+        response: VideoSchema,
+        idempotent: true,
+        errors: [402, 410, 422],
+        headers: POLL_AFTER,
+      },
       handle: (ctx) =>
-        ctx.services.request(
-          Subjects.video.remix,
-          { ...parseOrThrow(RemixVideoBody, ctx.body, { prompt: 'invalid_prompt' }), ...caller(ctx), video_id: ctx.params.id, ...idempotencyKey(ctx) },
-          { headers: ctx.headers },
-        ),
+        readVideo(ctx, Subjects.video.remix, { ...parseOrThrow(RemixVideoBody, ctx.body, { prompt: 'invalid_prompt' }), ...caller(ctx), video_id: ctx.params.id, ...idempotencyKey(ctx) }),
     },
     {
       method: 'GET',

@@ -45,6 +45,8 @@ export interface VideoTarget {
   /** Whether it makes this length at this size: some models make their larger sizes only at some lengths. */
   accepts(seconds: VideoSeconds, size: VideoSize): boolean;
   costMicrosPerSecond: number;
+  /** How often its running jobs are polled. */
+  pollIntervalMs: number;
 }
 
 type KnownProvider = 'gemini' | 'fal' | 'replicate';
@@ -200,6 +202,7 @@ export function videoTarget(config: VideoDeploymentConfig, simulatorProvider: Vi
     sizes,
     accepts: (s, z) => seconds.has(s) && sizes.has(z) && combination(s, z),
     costMicrosPerSecond: usdToMicros(config.costPerSecondUsd),
+    pollIntervalMs: config.pollIntervalMs,
   };
 }
 

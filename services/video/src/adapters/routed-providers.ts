@@ -74,6 +74,13 @@ export class RoutedVideoProviders implements VideoRouting {
     );
   }
 
+  pollIntervalMs(model: VideoModel, deployment: string | null): number | undefined {
+    if (!Object.hasOwn(this.pools, model)) return undefined;
+    const { specs } = this.pools[model]!;
+    const serving = specs.find((d) => d.id === deployment);
+    return serving ? serving.target.pollIntervalMs : Math.min(...specs.map((d) => d.target.pollIntervalMs));
+  }
+
   statuses() {
     return Object.entries(this.pools).flatMap(([model, pool]) => deploymentStatuses(model, pool.stats()));
   }

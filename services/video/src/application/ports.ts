@@ -64,6 +64,11 @@ export interface VideoRouting {
   start(job: GenerationJob, now: number): Promise<(StartedGeneration & { deployment: string }) | UpstreamFailure>;
   /** A deployment by the id a job recorded; undefined once the catalog no longer has it. */
   deployment(model: VideoModel, id: string): ServingDeployment | undefined;
+  /**
+   * How often a job of the model is polled at its provider: at the deployment it was submitted to, or before
+   * that (or once the catalog lost it) the soonest any of the model's deployments would.
+   */
+  pollIntervalMs(model: VideoModel, deployment: string | null): number | undefined;
   statuses(): DeploymentStatus[];
 }
 

@@ -11,9 +11,11 @@ import {
   type Replicas,
   microsToUsd,
   type Video,
+  VIDEO_MIN_POLL_MS,
   type VideoContentCopy,
   type VideoContentInfo,
   type VideoMessage,
+  type VideoRead,
   type VideoStatus,
   type DeploymentStatus,
 } from '@oc/contracts';
@@ -41,7 +43,9 @@ export interface VideoServiceDeps {
   /** The models served, each at its price: the spec's (VIDEO_PRICES) and the catalog's own. */
   prices: VideoPrices;
   /** What the deployments of each model can generate: a request none can serve is refused before it is charged. */
-  routing: Pick<VideoRouting, 'unsupported'>;
+  routing: Pick<VideoRouting, 'unsupported' | 'pollIntervalMs'>;
+  /** How often the simulator, which runs test keys' jobs, is polled (SIM_VIDEO_POLL_MS). */
+  simulatorPollIntervalMs: number;
   /** How each deployment fares, as this replica's router sees it. */
   deployments(): DeploymentStatus[];
   timings: JobTimings;
@@ -115,7 +119,25 @@ export class VideoService {
   }
 
   async get(m: VideoMessage<'get'>): Promise<Video> {
-    return this.present(await this.visible(m.org_id, m.video_id));
+    return (await this.read(m)).video;
+  }
+
+  /** The video as a read answers it, with how long a client should wait before the next read. */
+  async read(m: VideoMessage<'get'>): Promise<VideoRead> {
+    const doc = await this.visible(m.org_id, m.video_id);
+    return this.withPollAfter(await this.present(doc), doc.mode, doc.deployment ?? null);
+  }
+
+  /**
+   * A video with how long a client should wait before reading it again while it runs: never sooner than the
+   * spec's 5 seconds, nor before the service polls its provider again (a read could show nothing new before).
+   * One steady figure rather than a countdown to an estimated end, because OpenAI's poll helper keeps the
+   * first value it reads for the whole wait. None once the video has ended.
+   */
+  withPollAfter(video: Video, mode: 'live' | 'test', deployment: string | null = null): VideoRead {
+    if (video.status !== 'queued' && video.status !== 'in_progress') return { video, poll_after_ms: null };
+    const polled = mode === 'test' ? this.deps.simulatorPollIntervalMs : this.deps.routing.pollIntervalMs(video.model, deployment);
+    return { video, poll_after_ms: Math.max(VIDEO_MIN_POLL_MS, polled ?? 0) };
   }
 
   async list(m: VideoMessage<'list'>) {
@@ -407,6 +429,7 @@ export class VideoService {
       id: doc._id,
       object: 'video',
       created: doc.created,
+      created_at: doc.created,
       model: doc.model,
       prompt: doc.prompt,
       status: doc.status as VideoStatus,

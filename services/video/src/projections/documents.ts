@@ -30,6 +30,8 @@ export interface VideoDoc {
   open: boolean;
   /** The replica that runs the job (absent or null on videos from before replicas). */
   owner?: string | null;
+  /** The deployment generating it, once submitted (absent on documents projected before it was kept). */
+  deployment?: string | null;
   [key: string]: unknown;
 }
 

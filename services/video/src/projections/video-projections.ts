@@ -34,6 +34,8 @@ function toDoc(state: ActiveVideo, doc: VideoDoc | null): VideoDoc {
     request_hash: doc?.request_hash ?? null,
     open,
     owner: state.owner,
+    // The document's state has no upstream (`fromDoc`): the deployment is kept from the event that named it.
+    deployment: state.upstream?.provider ?? doc?.deployment ?? null,
   };
 }
 

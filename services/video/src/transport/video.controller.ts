@@ -20,17 +20,17 @@ export class VideoController {
 
   @MessagePattern(Subjects.video.create)
   create(@Payload() p: unknown) {
-    return answer(VideoMessages.create, p, (m) => this.videos.create(m), this.unexpected);
+    return answer(VideoMessages.create, p, async (m) => this.videos.withPollAfter(await this.videos.create(m), m.mode), this.unexpected);
   }
 
   @MessagePattern(Subjects.video.remix)
   remix(@Payload() p: unknown) {
-    return answer(VideoMessages.remix, p, (m) => this.videos.remix(m), this.unexpected);
+    return answer(VideoMessages.remix, p, async (m) => this.videos.withPollAfter(await this.videos.remix(m), m.mode), this.unexpected);
   }
 
   @MessagePattern(Subjects.video.get)
   get(@Payload() p: unknown) {
-    return answer(VideoMessages.get, p, (m) => this.videos.get(m), this.unexpected);
+    return answer(VideoMessages.get, p, (m) => this.videos.read(m), this.unexpected);
   }
 
   @MessagePattern(Subjects.video.list)
