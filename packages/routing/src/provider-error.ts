@@ -79,3 +79,9 @@ export function retryAfterMs(header: (name: string) => string | null | undefined
   const date = Date.parse(value);
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
+
+/** What the operator's log says of a failed call: a provider's own words (its `detail`), which go nowhere else. */
+export function failureDetail(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  return (error as { detail?: string }).detail ?? error.message;
+}

@@ -6,7 +6,7 @@ import { telemetryEnabled } from '@oc/telemetry';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { chatReadModels } from './projections';
-import { DeploymentPool, deploymentStatuses } from '@oc/routing';
+import { DeploymentPool, deploymentStatuses, failureDetail } from '@oc/routing';
 import { billingFunds, broadcastFrames } from './adapters/billing-funds';
 import { type ChatDeploymentConfig, chatTarget } from './adapters/deployments';
 import { RoutedChatProvider } from './adapters/routed-provider';
@@ -99,7 +99,7 @@ export async function createChat(runtime: ChatRuntime) {
       now: () => runtime.clock.now(),
       // A provider's own words may name our account with it: the operator's log is the only place they go.
       onFailure: (deployment, err) =>
-        runtime.logger.warn({ model, deployment, detail: err instanceof Error ? ((err as { detail?: string }).detail ?? err.message) : String(err) }, 'chat deployment failed'),
+        runtime.logger.warn({ model, deployment, detail: failureDetail(err) }, 'chat deployment failed'),
     });
     return { provider, statuses: () => deploymentStatuses(model, pool.stats()) };
   };
