@@ -5,6 +5,7 @@ export type NotFoundResource =
   | 'api_key'
   | 'video'
   | 'chat_session'
+  | 'response'
   | 'webhook'
   | 'webhook_delivery'
   | 'reservation'
@@ -27,6 +28,7 @@ export class DomainError extends Error {
 const NOT_FOUND_CODE: Record<NotFoundResource, string> = {
   video: 'video_not_found',
   chat_session: 'resource_not_found',
+  response: 'resource_not_found',
   organization: 'resource_not_found',
   api_key: 'resource_not_found',
   webhook: 'resource_not_found',

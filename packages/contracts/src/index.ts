@@ -11,6 +11,7 @@ export * from './validation';
 export * from './video-events';
 export * from './webhook';
 export * from './chat';
+export * from './responses';
 export * from './video';
 export * from './gateway';
 export * from './configuration';

@@ -42,6 +42,11 @@ export const Subjects = {
     createCompletion: 'chat.text_completions.create',
     listSessions: 'chat.sessions.list',
     getSession: 'chat.sessions.get',
+    /** The Responses API, served on chat sessions (`chat.responses.<verb>`). */
+    createResponse: 'chat.responses.create',
+    getResponse: 'chat.responses.get',
+    deleteResponse: 'chat.responses.delete',
+    listResponseInputItems: 'chat.responses.input_items',
     /** Prefix of the per-request subjects streamed chunks travel on (`chat.streams.<id>`). */
     streamPrefix: 'chat.streams',
     /** Broadcast (every chat replica hears it): the client of this stream went away. */

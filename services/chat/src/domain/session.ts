@@ -1,4 +1,4 @@
-import { type ChatEvent, DomainError, type StoredChatMessage, type Usage, ChatStreams, streamName } from '@oc/contracts';
+import { type ChatEvent, DomainError, type Metadata, type ResponseEvent, type StoredChatMessage, type Usage, ChatStreams, streamName } from '@oc/contracts';
 
 /**
  * A conversation kept server-side (stream `chat-<session_id>`), owned by one organization. Each
@@ -18,6 +18,8 @@ export type SessionCommand = {
   completionId: string;
   messages: StoredChatMessage[];
   usage: Usage;
+  /** The request's `metadata`, kept with the exchange. */
+  metadata?: Metadata;
   now: number;
 };
 
@@ -55,6 +57,7 @@ function decide(command: SessionCommand, state: SessionState): SessionEvent[] {
           completion_id: command.completionId,
           messages: command.messages,
           usage: command.usage,
+          ...(command.metadata !== undefined ? { metadata: command.metadata } : {}),
         },
       };
       if (state.status === 'absent' && command.startsSession) {
@@ -77,9 +80,15 @@ function decide(command: SessionCommand, state: SessionState): SessionEvent[] {
   }
 }
 
-/** Sessions grow with every exchange, so evolve adds in place: a state given to it is not reused. */
-function evolve(state: SessionState, event: SessionEvent): SessionState {
+/**
+ * Sessions grow with every exchange, so evolve adds in place: a state given to it is not reused. The stream also
+ * holds the Responses API's records (response-log.ts), which decide nothing here.
+ */
+function evolve(state: SessionState, event: SessionEvent | ResponseEvent): SessionState {
   switch (event.type) {
+    case 'ResponseRecorded':
+    case 'ResponseDeleted':
+      return state;
     case 'ChatSessionStarted':
       return {
         status: 'open',
@@ -107,9 +116,9 @@ export type Conversation = { orgId: string | null; messages: StoredChatMessage[]
 /** Folds a session's stream into its conversation (in place, like `evolve`). */
 export const conversation = {
   initialState: (): Conversation => ({ orgId: null, messages: [] }),
-  evolve(state: Conversation, event: SessionEvent): Conversation {
+  evolve(state: Conversation, event: SessionEvent | ResponseEvent): Conversation {
     if (event.type === 'ChatSessionStarted') return { orgId: event.data.org_id, messages: [] };
-    state.messages.push(...event.data.messages);
+    if (event.type === 'ChatExchangeRecorded') state.messages.push(...event.data.messages);
     return state;
   },
 };

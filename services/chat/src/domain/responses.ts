@@ -1,0 +1,274 @@
+import {
+  type ChatMessage,
+  type CreateResponse,
+  DomainError,
+  type FinishReason,
+  type ResponseInputItem,
+  type ResponseItem,
+  type ResponseObject,
+  type ResponseOutputItem,
+  type ResponseStreamEvent,
+  type ResponseUsage,
+  type Usage,
+} from '@oc/contracts';
+
+/**
+ * The Responses API as a chat completion, the way LiteLLM bridges it: the request's items become chat messages,
+ * its fields the chat request's, and the answer (whole, or chunk by chunk) a Response object and its events. Pure:
+ * ids and times come in. What the chat completion cannot do is refused here by name, never dropped.
+ */
+
+/** A request item, an item reference resolved to the stored item it names. */
+export type ConcreteInputItem = Exclude<ResponseInputItem, { type: 'item_reference' }> | { type: 'resolved'; item: ResponseItem };
+
+export const refused = (param: string, why: string) =>
+  new DomainError({ kind: 'InvalidState', code: 'unsupported_parameter', message: `'${param}' ${why}; send the request without it.`, param });
+
+/** Fields the chat completion has nothing for, by value: null, and the values that mean what we do anyway, pass. */
+function refuseUnserved(body: CreateResponse) {
+  const checks: Array<[string, boolean, string]> = [
+    ['background', body.background === true, 'is not supported here (responses run while the request waits)'],
+    ['truncation', body.truncation === 'disabled', "is not supported here: a conversation longer than the context drops its oldest messages ('auto')"],
+    ['service_tier', !['auto', 'default', undefined, null].includes(body.service_tier), 'is not supported here: only the default tier is offered'],
+    ['include', (body.include ?? []).length > 0, 'is not supported here: our items have no optional fields'],
+    ['stream_options.include_obfuscation', body.stream_options?.include_obfuscation === true, 'is not supported here: events are not padded'],
+    ['top_p', body.top_p != null && body.top_p !== 1, 'is not supported here'],
+    ['text.verbosity', body.text?.verbosity != null && body.text.verbosity !== 'medium', 'is not supported here'],
+    ['text.format', body.text?.format !== undefined && body.text.format.type !== 'text', 'is not supported here yet: only text answers'],
+    ['tools', (body.tools ?? []).length > 0, 'is not supported here yet: chat completions take no tools'],
+    ['tool_choice', body.tool_choice != null && body.tool_choice !== 'auto' && body.tool_choice !== 'none', 'needs tools, which are not supported here yet'],
+  ];
+  const hit = checks.find(([, refuse]) => refuse);
+  if (hit) throw refused(hit[0], hit[2]);
+}
+
+/** `msg_<response's id>_<n>`: an item's response is found from its id alone (an `item_reference` names only that). */
+export const itemId = (responseId: string, prefix: 'msg' | 'fc' | 'fco', index: string) => `${prefix}_${responseId.slice('resp_'.length)}_${index}`;
+
+/** The response an item id of ours belongs to; undefined for an id we never made. */
+export function responseOfItem(id: string): string | undefined {
+  const match = /^(?:msg|fc|fco)_([A-Za-z0-9]+)_[io]\d+$/.exec(id);
+  return match ? `resp_${match[1]}` : undefined;
+}
+
+const textOf = (parts: ReadonlyArray<{ text: string }>) => parts.map((p) => p.text).join('\n');
+
+/** The request's items as stored and listed: each with an id of ours (a reference keeps the one it named). */
+export function storedInputItems(responseId: string, input: string | ConcreteInputItem[]): ResponseItem[] {
+  const items = typeof input === 'string' ? [{ type: 'message' as const, role: 'user' as const, content: input }] : input;
+  return items.map((item, i): ResponseItem => {
+    const at = `input[${i}]`;
+    const own = `i${i}`;
+    switch (item.type) {
+      case 'resolved':
+        return item.item;
+      case 'function_call':
+      case 'function_call_output':
+        throw refused(at, 'is not supported here yet: chat completions take no tools');
+      case undefined:
+      case 'message': {
+        if (item.phase != null) throw refused(`${at}.phase`, 'is not supported here');
+        const parts = typeof item.content === 'string' ? [{ type: 'input_text' as const, text: item.content }] : item.content;
+        const texts = parts.map((part, j) => {
+          if (part.type === 'input_text' || part.type === 'output_text') return { text: part.text };
+          throw refused(`${at}.content[${j}]`, `(${part.type}) is not supported here yet: only text`);
+        });
+        if (item.role === 'assistant') {
+          return {
+            type: 'message',
+            id: itemId(responseId, 'msg', own),
+            role: 'assistant',
+            status: 'completed',
+            content: texts.map(({ text }) => ({ type: 'output_text', text, annotations: [] })),
+          };
+        }
+        return {
+          type: 'message',
+          id: itemId(responseId, 'msg', own),
+          role: item.role,
+          status: 'completed',
+          content: texts.map(({ text }) => ({ type: 'input_text', text })),
+        };
+      }
+      default: {
+        const never: never = item;
+        return never;
+      }
+    }
+  });
+}
+
+/** Items as the chat completion's messages (OpenAI's developer role is a system message to chat). */
+export function chatMessages(items: ResponseItem[]): ChatMessage[] {
+  return items.flatMap((item): ChatMessage[] => {
+    if (item.type !== 'message') return [];
+    const text = textOf(item.content.map((part) => ('text' in part ? part : { text: '' })));
+    return [{ role: item.role === 'developer' ? 'system' : item.role, content: text }];
+  });
+}
+
+/** The chat completion a response runs, in chat's terms (its conversation and session come from the service). */
+export interface ChatPlan {
+  messages: ChatMessage[];
+  maxTokens: number | undefined;
+  temperature: number | undefined;
+  instructions: string | undefined;
+  store: boolean;
+}
+
+/** Refuses what cannot be served, and says what the chat completion is asked for. */
+export function planChat(body: CreateResponse, inputItems: ResponseItem[]): ChatPlan {
+  refuseUnserved(body);
+  return {
+    messages: chatMessages(inputItems),
+    maxTokens: body.max_output_tokens ?? undefined,
+    temperature: body.temperature ?? undefined,
+    instructions: body.instructions ?? undefined,
+    store: body.store !== false,
+  };
+}
+
+/** The response as it starts: every field the request decides, nothing generated yet. */
+export function draftResponse(body: CreateResponse, id: string, createdAt: number): ResponseObject {
+  return {
+    id,
+    object: 'response',
+    created_at: createdAt,
+    completed_at: null,
+    status: 'in_progress',
+    background: false,
+    error: null,
+    incomplete_details: null,
+    instructions: body.instructions ?? null,
+    max_output_tokens: body.max_output_tokens ?? null,
+    metadata: body.metadata ?? {},
+    model: body.model,
+    output: [],
+    parallel_tool_calls: body.parallel_tool_calls ?? true,
+    previous_response_id: body.previous_response_id ?? null,
+    reasoning: { effort: null, summary: null },
+    service_tier: 'default',
+    store: body.store !== false,
+    temperature: body.temperature ?? 1,
+    text: { format: body.text?.format ?? { type: 'text' }, verbosity: 'medium' },
+    tool_choice: body.tool_choice ?? 'auto',
+    tools: body.tools ?? [],
+    top_p: body.top_p ?? 1,
+    truncation: 'auto',
+    usage: null,
+    user: body.user ?? null,
+    safety_identifier: body.safety_identifier ?? null,
+  };
+}
+
+export const responseUsage = (usage: Usage): ResponseUsage => ({
+  input_tokens: usage.prompt_tokens,
+  input_tokens_details: { cached_tokens: 0 },
+  output_tokens: usage.completion_tokens,
+  output_tokens_details: { reasoning_tokens: 0 },
+  total_tokens: usage.total_tokens,
+});
+
+/** Chat's finish reasons that leave a response incomplete, and why in the Responses API's words. */
+const INCOMPLETE_BECAUSE: Partial<Record<string, 'max_output_tokens' | 'content_filter'>> = { length: 'max_output_tokens', content_filter: 'content_filter' };
+
+type Event = ResponseStreamEvent;
+type Unnumbered<E> = E extends unknown ? Omit<E, 'sequence_number'> : never;
+
+/**
+ * Builds a response from the chat completion's answer as it comes, with the Responses events that tell a client of
+ * each step: `response.created` and `.in_progress` first, an output item opened at its first text, its text deltas,
+ * then each item closed and `response.completed` (or `.incomplete`, or `.failed`). A whole answer is fed the same
+ * way, its events unused, so that a stored response is the same streamed or not.
+ */
+export class ResponseBuilder {
+  private sequence = 0;
+  private readonly response: ResponseObject;
+  private message: { index: number; id: string; text: string } | undefined;
+  private finishReason: FinishReason = 'stop';
+
+  constructor(draft: ResponseObject) {
+    this.response = structuredClone(draft);
+  }
+
+  start(): Event[] {
+    return this.number([
+      { type: 'response.created', response: this.snapshot() },
+      { type: 'response.in_progress', response: this.snapshot() },
+    ]);
+  }
+
+  text(delta: string): Event[] {
+    if (delta === '') return [];
+    const opened = this.message ? [] : this.openMessage();
+    const message = this.message!;
+    message.text += delta;
+    return this.number([
+      ...opened,
+      { type: 'response.output_text.delta', item_id: message.id, output_index: message.index, content_index: 0, delta, logprobs: [] },
+    ]);
+  }
+
+  finish(reason: FinishReason): void {
+    this.finishReason = reason;
+  }
+
+  /** Closes the output with the usage charged: the events that end the stream, and the response to store. */
+  complete(usage: Usage, completedAt: number): { events: Event[]; response: ResponseObject } {
+    // An answer with no text is still a message, as OpenAI's is.
+    const opened = this.message ? [] : this.openMessage();
+    const reason = INCOMPLETE_BECAUSE[this.finishReason];
+    const incomplete = reason !== undefined;
+    const closed = this.closeMessage(incomplete ? 'incomplete' : 'completed');
+    Object.assign(this.response, {
+      status: incomplete ? 'incomplete' : 'completed',
+      completed_at: completedAt,
+      incomplete_details: incomplete ? { reason } : null,
+      usage: responseUsage(usage),
+    });
+    const done = { type: incomplete ? ('response.incomplete' as const) : ('response.completed' as const), response: this.snapshot() };
+    return { events: this.number([...opened, ...closed, done]), response: this.snapshot() };
+  }
+
+  /** The answer failed midway: what was generated so far is in the failed response. */
+  fail(error: { code: string; message: string }): Event[] {
+    const closed = this.closeMessage('incomplete');
+    Object.assign(this.response, { status: 'failed', error: { code: error.code === 'rate_limit_exceeded' ? error.code : 'server_error', message: error.message } });
+    return this.number([...closed, { type: 'response.failed', response: this.snapshot() }]);
+  }
+
+  private openMessage(): Array<Unnumbered<Event>> {
+    const index = this.response.output.length;
+    const id = itemId(this.response.id, 'msg', `o${index}`);
+    this.message = { index, id, text: '' };
+    const item: ResponseOutputItem = { type: 'message', id, role: 'assistant', status: 'in_progress', content: [] };
+    this.response.output.push(item);
+    return [
+      { type: 'response.output_item.added', output_index: index, item: structuredClone(item) },
+      { type: 'response.content_part.added', item_id: id, output_index: index, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } },
+    ];
+  }
+
+  private closeMessage(status: 'completed' | 'incomplete'): Array<Unnumbered<Event>> {
+    const message = this.message;
+    if (!message) return [];
+    const part = { type: 'output_text' as const, text: message.text, annotations: [] };
+    const item: ResponseOutputItem = { type: 'message', id: message.id, role: 'assistant', status, content: [part] };
+    this.response.output[message.index] = item;
+    this.message = undefined;
+    const at = { item_id: message.id, output_index: message.index, content_index: 0 };
+    return [
+      { type: 'response.output_text.done', ...at, text: message.text, logprobs: [] },
+      { type: 'response.content_part.done', ...at, part },
+      { type: 'response.output_item.done', output_index: message.index, item: structuredClone(item) },
+    ];
+  }
+
+  private snapshot(): ResponseObject {
+    return structuredClone(this.response);
+  }
+
+  private number(events: Array<Unnumbered<Event>>): Event[] {
+    return events.map((event) => ({ ...event, sequence_number: this.sequence++ }) as Event);
+  }
+}
