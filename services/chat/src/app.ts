@@ -15,7 +15,9 @@ import { traceChatProvider } from './adapters/traced-provider';
 import { gptTokenizer } from './adapters/tokenizer';
 import { type ChatPricing, ChatService, type CompletionLifecycle } from './application/chat';
 import type { ChatProvider } from './application/ports';
+import { ResponsesService } from './application/responses';
 import { CHAT_SERVICE, ChatController, LOGGER, onCancelStream } from './transport/chat.controller';
+import { RESPONSES_SERVICE, ResponsesController } from './transport/responses.controller';
 
 export interface ChatRuntime {
   eventStore: EventStore;
@@ -49,12 +51,13 @@ export const ABANDONED_SWEEP_MS = 10_000;
 
 @Module({})
 export class ChatModule {
-  static register(service: ChatService, logger: Logger): DynamicModule {
+  static register(service: ChatService, responses: ResponsesService, logger: Logger): DynamicModule {
     return {
       module: ChatModule,
-      controllers: [ChatController],
+      controllers: [ChatController, ResponsesController],
       providers: [
         { provide: CHAT_SERVICE, useValue: service },
+        { provide: RESPONSES_SERVICE, useValue: responses },
         { provide: LOGGER, useValue: logger },
       ],
     };
@@ -112,15 +115,17 @@ export async function createChat(runtime: ChatRuntime) {
   }));
   const shared = runtime.replicas?.shared ?? false;
   const commands = new CommandHandler(runtime.eventStore, { otherWriters: shared });
+  const readModels = shared ? readLatest(runtime.readModels, projections, runtime.eventStore) : readYourWrites(runtime.readModels, projections, commands);
+  const frames = broadcastFrames(runtime.client);
   const service = new ChatService({
     eventStore: runtime.eventStore,
     commands,
-    readModels: shared ? readLatest(runtime.readModels, projections, runtime.eventStore) : readYourWrites(runtime.readModels, projections, commands),
+    readModels,
     provider,
     simulator,
     tokenizer: gptTokenizer,
     funds: billingFunds(runtime.client),
-    frames: broadcastFrames(runtime.client),
+    frames,
     clock: runtime.clock,
     ids: runtime.ids,
     pricing: runtime.pricing,
@@ -130,11 +135,21 @@ export async function createChat(runtime: ChatRuntime) {
     deployments: () => [...chat2.statuses(), ...custom.flatMap((m) => m.statuses())],
     logger: runtime.logger,
   });
+  const responses = new ResponsesService({
+    chat: service,
+    eventStore: runtime.eventStore,
+    commands,
+    readModels,
+    frames,
+    clock: runtime.clock,
+    ids: runtime.ids,
+  });
   const cancels = await runtime.client.onBroadcast(Subjects.chat.cancelStream, onCancelStream(service, runtime.logger));
   let sweep: { stop(): Promise<void> } | undefined;
   return {
     service,
-    module: ChatModule.register(service, runtime.logger),
+    responses,
+    module: ChatModule.register(service, responses, runtime.logger),
     /** Billing answers by now: what a crash left reserved is released at once, then every few seconds. */
     listening() {
       gptTokenizer.warmUp();

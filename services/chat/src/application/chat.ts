@@ -11,6 +11,7 @@ import {
   type FinishReason,
   type IdSource,
   insufficientFunds,
+  type Metadata,
   type Replicas,
   type StoredChatMessage,
   type TextCompletion,
@@ -22,11 +23,13 @@ import { aggregateStream, type CommandHandler, type EventStore } from '@oc/event
 import { pageAfter, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { conversationTokens, trimToContext } from '../domain/context';
+import { definitionsText, fromStored, messageCost, toStored } from '../domain/messages';
 import { chargeMicros, costMicros, providerCostMicros, reservationRefusedMessage } from '../domain/pricing';
 import { conversation, ownedConversation, sessionDecider, sessionStream } from '../domain/session';
 import { theoryInstruction } from '../domain/theory';
 import { ChatCollections, type ChatSessionDoc } from '../projections/documents';
-import type { ChatProvider, FramePublisher, Funds, GenerationRequest, ServedBy, Tokenizer } from './ports';
+import { type ChatProvider, type FramePublisher, type Funds, type GenerationRequest, PASS_THROUGH_OPTIONS, type PassThroughOptions, type ServedBy, type Tokenizer } from './ports';
+import { ChoiceBuilder, chatChunks, chatCompletionBody, generatedText, type Outcome, type Progress } from './chat-answers';
 import { FrameSequence } from './frames';
 
 export interface ChatPricing {
@@ -77,9 +80,24 @@ export interface ChatDeps {
   logger: Logger;
 }
 
+/**
+ * How the Responses API (responses.ts) runs a chat completion on a session: with the conversation of its own chain
+ * of responses instead of the session's, its `instructions` sent first and not kept (a later response does not
+ * inherit them), its stream's chunks handed to it to translate, and nothing kept for `store: false`.
+ */
+export interface CompletionVia {
+  history?: ChatMessage[];
+  instructions?: string;
+  frames?: FramePublisher;
+  keep?: boolean;
+}
+
 type Caller = { org_id: string; mode: 'live' | 'test' };
 
-/** One paid call: each prompt becomes one choice, generated in turn. */
+/** What a chat request asks of the generation beyond its messages, passed on as it is. */
+type Shape = Pick<GenerationRequest, 'tools' | 'toolChoice' | 'parallelToolCalls' | 'responseFormat' | 'logprobs' | 'seed'> & { options: PassThroughOptions };
+
+/** One paid call: each prompt gets `n` choices, prompt after prompt. */
 interface Job {
   id: string;
   created: number;
@@ -92,15 +110,10 @@ interface Job {
   maxTokens: number;
   temperature: number | undefined;
   stop: string[];
+  /** Choices per prompt, each capped at `maxTokens`. */
+  n: number;
+  shape: Shape;
   reservedMicros: number;
-}
-
-interface Outcome {
-  choices: Array<{ text: string; finishReason: FinishReason }>;
-  usage: Usage;
-  /** The deployment that served the last choice, and what every choice cost us (micro-USD). */
-  served?: ServedBy;
-  providerCostMicros: number;
 }
 
 /** A stream that failed after some of its text reached the client: charged for what was delivered. */
@@ -113,7 +126,6 @@ class FailedAfterDelivery extends Error {
   }
 }
 
-type Progress = { type: 'content'; index: number; text: string } | { type: 'finish'; index: number; finishReason: FinishReason };
 type Sink = (progress: Progress) => Promise<void>;
 const discard: Sink = async () => {};
 /** A text completion keeps no session. */
@@ -148,58 +160,54 @@ export class ChatService {
     return this.deps.readModels.collection<ChatSessionDoc>(ChatCollections.sessions);
   }
 
-  async createChatCompletion(m: ChatMessageOf<'createChatCompletion'>): Promise<ChatCompletion | { id: string; stream_to: string }> {
+  async createChatCompletion(
+    m: ChatMessageOf<'createChatCompletion'>,
+    via: CompletionVia = {},
+  ): Promise<ChatCompletion | { id: string; stream_to: string }> {
     const now = this.deps.clock.now();
     const startsSession = m.session_id === undefined;
     const sessionId = m.session_id ?? this.deps.ids.next('chat_');
-    const history = startsSession ? [] : await this.history(m.org_id, sessionId);
+    const history = via.history ?? (startsSession ? [] : await this.history(m.org_id, sessionId));
     const position = m['x-theory-position'];
-    const messages = [...(position ? [{ role: 'system' as const, content: theoryInstruction(position) }] : []), ...history, ...m.messages];
+    const instructions = via.instructions === undefined ? [] : [{ role: 'system' as const, content: via.instructions }];
+    const messages = [...(position ? [{ role: 'system' as const, content: theoryInstruction(position) }] : []), ...instructions, ...history, ...m.messages];
     const { contextTokens } = this.deps.pricing;
-    const conversation = trimToContext(messages, await this.deps.tokenizer.measure(messages.map((x) => x.content), contextTokens), contextTokens);
+    const costs = messages.map(messageCost);
+    const definitions = definitionsText(m.tools ?? undefined, m.response_format ?? undefined);
+    const measured = await this.deps.tokenizer.measure([...costs.map((c) => c.text), definitions], contextTokens);
+    const fixedTokens = definitions === '' ? 0 : measured.at(-1)!;
+    const contentTokens = costs.map((c, i) => measured[i]! + c.imageTokens);
+    const conversation = trimToContext(messages, contentTokens, contextTokens, fixedTokens);
     const job = await this.reserve(
       this.deps.ids.next('chatcmpl_'),
       now,
       m,
       [{ messages: conversation.messages, promptTokens: conversation.tokens }],
-      m.max_tokens ?? undefined,
+      m.max_completion_tokens ?? m.max_tokens ?? undefined,
       'Chat completion',
+      { n: m.n ?? 1, shape: shapeOf(m) },
     );
-    const record = (outcome: Outcome) =>
-      this.recordExchange({ job, sessionId, startsSession, sent: m.messages, sentAt: now, reply: outcome.choices[0]?.text ?? '', usage: outcome.usage });
+    const record =
+      via.keep === false
+        ? recordNothing
+        : (outcome: Outcome) =>
+            this.recordExchange({ job, sessionId, startsSession, sent: m.messages, sentAt: now, outcome, metadata: m.metadata ?? undefined });
 
     if (m.stream_to === undefined) {
       const outcome = await this.run(job, discard, undefined, record);
-      return {
-        id: job.id,
-        object: 'chat.completion',
-        created: job.created,
-        model: job.model,
-        choices: outcome.choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text }, finish_reason: c.finishReason })),
-        usage: outcome.usage,
-        session_id: sessionId,
-      };
+      return chatCompletionBody({ id: job.id, created: job.created, model: job.model, sessionId, logprobs: job.shape.logprobs !== undefined }, outcome);
     }
 
-    const includeUsage = m.stream_options?.include_usage === true;
-    const chunk = (choices: unknown[], usage?: Usage) => ({
+    const chunks = chatChunks({
       id: job.id,
-      object: 'chat.completion.chunk',
       created: job.created,
       model: job.model,
-      choices,
-      session_id: sessionId,
-      ...(includeUsage ? { usage: usage ?? null } : {}),
+      sessionId,
+      choices: job.n,
+      logprobs: job.shape.logprobs !== undefined,
+      includeUsage: m.stream_options?.include_usage === true,
     });
-    return this.stream(job, m.stream_to, {
-      first: () => [chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }])],
-      progress: (p) =>
-        p.type === 'content'
-          ? chunk([{ index: p.index, delta: { content: p.text }, finish_reason: null }])
-          : chunk([{ index: p.index, delta: {}, finish_reason: p.finishReason }]),
-      last: (outcome) => (includeUsage ? [chunk([], outcome.usage)] : []),
-      record,
-    });
+    return this.stream(job, m.stream_to, via.frames ?? this.deps.frames, { ...chunks, record });
   }
 
   async createCompletion(m: ChatMessageOf<'createCompletion'>): Promise<TextCompletion | { id: string; stream_to: string }> {
@@ -235,14 +243,12 @@ export class ChatService {
       );
     }
     const includeUsage = m.stream_options?.include_usage === true;
-    return this.stream(job, m.stream_to, {
+    return this.stream(job, m.stream_to, this.deps.frames, {
       first: () => [],
       progress: (p) =>
         completion(
           [
-            p.type === 'content'
-              ? { text: p.text, index: p.index, logprobs: null, finish_reason: null }
-              : { text: '', index: p.index, logprobs: null, finish_reason: p.finishReason },
+            { text: p.type === 'content' ? p.text : '', index: p.index, logprobs: null, finish_reason: p.type === 'finish' ? p.finishReason : null },
           ],
           includeUsage ? null : undefined,
         ),
@@ -289,7 +295,7 @@ export class ChatService {
   /** The stored conversation, from the session's own stream so that the last exchange is always in it. */
   private async history(orgId: string, sessionId: string): Promise<ChatMessage[]> {
     const { state } = await aggregateStream(this.deps.eventStore, sessionStream(sessionId), conversation);
-    return ownedConversation(state, orgId, sessionId).map(({ role, content }) => ({ role, content }));
+    return ownedConversation(state, orgId, sessionId).map(fromStored);
   }
 
   /**
@@ -304,11 +310,13 @@ export class ChatService {
     prompts: Job['prompts'],
     requestedMaxTokens: number | undefined,
     description: string,
+    choices: Pick<Job, 'n' | 'shape'> = { n: 1, shape: { options: {} } },
   ): Promise<Job> {
     const maxTokens = requestedMaxTokens ?? this.deps.pricing.defaultMaxTokens;
     const promptTokens = prompts.reduce((sum, p) => sum + p.promptTokens, 0);
     const { provider, microsPer1kTokens } = this.served(request.model, request.mode);
-    const reservedMicros = costMicros(promptTokens + prompts.length * maxTokens, microsPer1kTokens);
+    // Every choice of every prompt may run to max_tokens.
+    const reservedMicros = costMicros(promptTokens + prompts.length * choices.n * maxTokens, microsPer1kTokens);
     const job: Job = {
       id,
       created: unixSeconds(now),
@@ -320,6 +328,7 @@ export class ChatService {
       maxTokens,
       temperature: request.temperature,
       stop: request.stop == null ? [] : typeof request.stop === 'string' ? [request.stop] : request.stop,
+      ...choices,
       reservedMicros,
     };
     if (job.caller.mode === 'live') this.refuseUnsupported(job);
@@ -338,6 +347,7 @@ export class ChatService {
         const bound = {
           promptTokens,
           prompts: prompts.length,
+          choices: choices.n,
           maxTokens,
           maxTokensDefaulted: requestedMaxTokens === undefined,
           reservedMicros,
@@ -373,7 +383,16 @@ export class ChatService {
   }
 
   private request(job: Job, prompt: Job['prompts'][number], stream: boolean): GenerationRequest {
-    return { messages: prompt.messages, maxTokens: job.maxTokens, temperature: job.temperature, stop: job.stop, stream, promptTokens: prompt.promptTokens };
+    return {
+      messages: prompt.messages,
+      maxTokens: job.maxTokens,
+      temperature: job.temperature,
+      stop: job.stop,
+      stream,
+      promptTokens: prompt.promptTokens,
+      n: job.n,
+      ...job.shape,
+    };
   }
 
   /**
@@ -513,33 +532,37 @@ export class ChatService {
   private async generate(job: Job, sink: Sink, signal: AbortSignal): Promise<Outcome> {
     const { provider } = job;
     const outcome: Outcome = { choices: [], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, providerCostMicros: 0 };
-    for (const [index, prompt] of job.prompts.entries()) {
+    for (const [p, prompt] of job.prompts.entries()) {
       if (signal.aborted) break;
-      let text = '';
-      let finishReason: FinishReason = 'stop';
+      const built = new ChoiceBuilder(job.n, p * job.n);
       let reported: Usage | undefined;
       let served: ServedBy | undefined;
+      // Without the provider's usage, the prompt once and what each choice generated (text and tool calls).
+      const counted = (): Usage => ({
+        prompt_tokens: prompt.promptTokens,
+        completion_tokens: built.choices.reduce((sum, c) => sum + this.deps.tokenizer.count(generatedText(c)), 0),
+        total_tokens: 0,
+      });
       try {
         for await (const event of provider.generate(this.request(job, prompt, sink !== discard), signal)) {
-          if (event.type === 'content') {
-            text += event.text;
-            await sink({ type: 'content', index, text: event.text });
-          } else if (event.type === 'finish') {
-            finishReason = event.finishReason;
-            reported = event.usage;
-            await sink({ type: 'finish', index, finishReason });
-          } else served = event.served;
+          if (event.type === 'served') {
+            served = event.served;
+            continue;
+          }
+          if (event.type === 'finish' && event.usage) reported = event.usage;
+          const progress = built.add(event);
+          if (progress) await sink(progress);
         }
       } catch (error) {
-        // What reached the client is paid for (its prompt and the text it got); nothing else is.
-        const delivered = text !== '' || outcome.choices.some((c) => c.text !== '');
+        // What reached the client is paid for (its prompt and what it got); nothing else is.
+        const delivered = built.delivered() || outcome.choices.some((c) => c.text !== '' || c.toolCalls.length > 0);
         if (sink === discard || !delivered) throw error;
-        this.add(outcome, { prompt_tokens: prompt.promptTokens, completion_tokens: this.deps.tokenizer.count(text), total_tokens: 0 }, served);
-        outcome.choices.push({ text, finishReason: 'stop' });
+        this.add(outcome, counted(), served);
+        outcome.choices.push(...built.choices);
         throw new FailedAfterDelivery(outcome, error);
       }
-      this.add(outcome, reported ?? { prompt_tokens: prompt.promptTokens, completion_tokens: this.deps.tokenizer.count(text), total_tokens: 0 }, served);
-      outcome.choices.push({ text, finishReason });
+      this.add(outcome, reported ?? counted(), served);
+      outcome.choices.push(...built.choices);
     }
     return outcome;
   }
@@ -562,6 +585,7 @@ export class ChatService {
   private stream(
     job: Job,
     streamTo: string,
+    publisher: FramePublisher,
     shape: {
       first(): unknown[];
       progress(p: Progress): unknown;
@@ -570,7 +594,7 @@ export class ChatService {
     },
   ) {
     const abort = new AbortController();
-    const frames = new FrameSequence(this.deps.frames, streamTo);
+    const frames = new FrameSequence(publisher, streamTo);
     // Published now, so that they leave with the answer: the client's first byte does not wait for the upstream call.
     const first = Promise.all(shape.first().map((data) => frames.data(data)));
     const work = async () => {
@@ -602,13 +626,21 @@ export class ChatService {
     startsSession: boolean;
     sent: ChatMessage[];
     sentAt: number;
-    reply: string;
-    usage: Usage;
+    outcome: Outcome;
+    metadata: Metadata | undefined;
   }) {
     const sentAt = unixSeconds(x.sentAt);
+    // The first choice continues the conversation (OpenAI's clients do the same with `n`).
+    const reply = x.outcome.choices[0];
+    const calls = reply?.toolCalls ?? [];
     const messages: StoredChatMessage[] = [
-      ...x.sent.map((m) => ({ role: m.role, content: m.content, created_at: sentAt })),
-      { role: 'assistant', content: x.reply, created_at: unixSeconds(this.deps.clock.now()) },
+      ...x.sent.map((m) => toStored(m, sentAt)),
+      {
+        role: 'assistant',
+        content: calls.length > 0 && !reply?.text ? null : (reply?.text ?? ''),
+        ...(calls.length > 0 ? { tool_calls: calls } : {}),
+        created_at: unixSeconds(this.deps.clock.now()),
+      },
     ];
     const command = {
       type: 'RecordExchange' as const,
@@ -617,7 +649,8 @@ export class ChatService {
       startsSession: x.startsSession,
       completionId: x.job.id,
       messages,
-      usage: x.usage,
+      usage: x.outcome.usage,
+      ...(x.metadata !== undefined ? { metadata: x.metadata } : {}),
       now: sentAt,
     };
     const stream = sessionStream(x.sessionId);
@@ -625,4 +658,20 @@ export class ChatService {
     // A session opened by this exchange has a fresh id: nothing to read first.
     await (x.startsSession ? commands.handleNew(stream, sessionDecider, command) : commands.handle(stream, sessionDecider, command));
   }
+}
+
+/** What a chat request asks beyond its messages, with OpenAI's nulls (not set) left out. */
+function shapeOf(m: ChatMessageOf<'createChatCompletion'>): Shape {
+  const format = m.response_format;
+  const options: PassThroughOptions = {};
+  for (const key of PASS_THROUGH_OPTIONS) if (m[key] != null) Object.assign(options, { [key]: m[key] });
+  return {
+    ...(m.tools ? { tools: m.tools } : {}),
+    ...(m.tool_choice != null ? { toolChoice: m.tool_choice } : {}),
+    ...(m.parallel_tool_calls != null ? { parallelToolCalls: m.parallel_tool_calls } : {}),
+    ...(format && format.type !== 'text' ? { responseFormat: format } : {}),
+    ...(m.logprobs === true ? { logprobs: { top: m.top_logprobs ?? 0 } } : {}),
+    ...(m.seed != null ? { seed: m.seed } : {}),
+    options,
+  };
 }

@@ -1,7 +1,7 @@
-import type { ChatEvent } from '@oc/contracts';
+import type { ChatEvent, ResponseEvent } from '@oc/contracts';
 import type { StoredEvent } from '@oc/eventstore';
 import { documentProjection } from '@oc/readmodel';
-import { ChatCollections, type ChatSessionDoc } from './documents';
+import { ChatCollections, type ChatResponseDoc, type ChatSessionDoc } from './documents';
 
 type Stored = StoredEvent & ChatEvent;
 
@@ -25,4 +25,21 @@ export const sessionsProjection = documentProjection<ChatSessionDoc>({
   },
 });
 
-export const chatProjections = [sessionsProjection];
+/** Stored responses, for GET and DELETE /v1/responses/{id}, its input items, and `previous_response_id`; deleted ones go. */
+export const responsesProjection = documentProjection<ChatResponseDoc>({
+  name: 'chat-responses',
+  collection: ChatCollections.responses,
+  canHandle: ['ResponseRecorded', 'ResponseDeleted'],
+  documentId: (stored) => {
+    const event = stored as StoredEvent & ResponseEvent;
+    return event.type === 'ResponseRecorded' ? event.data.response.id : event.data.response_id;
+  },
+  evolve(doc, stored) {
+    const event = stored as StoredEvent & ResponseEvent;
+    if (event.type === 'ResponseDeleted') return null;
+    const { response, org_id, session_id, input_items } = event.data;
+    return doc ?? { _id: response.id, org_id, session_id, response, input_items };
+  },
+});
+
+export const chatProjections = [sessionsProjection, responsesProjection];

@@ -19,6 +19,7 @@ import {
   type Usage,
 } from '@oc/contracts';
 import { chatTokenWindow } from '../domain/limits';
+import { responsesRoutes } from './responses-routes';
 import type { Route, RouteContext } from './routes';
 
 export interface ChatRouteOptions {
@@ -62,11 +63,11 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
   const idleMs = options.streamIdleTimeoutMs ?? DEFAULT_STREAM_IDLE_MS;
   const max = options.maxInFlightPerOrganization ?? DEFAULT_CHAT_IN_FLIGHT_PER_ORGANIZATION;
   const inFlight = new InFlight(max);
-  const complete = async (ctx: RouteContext, subject: string, body: { stream: boolean }) => {
+  const complete: Complete = async (ctx, subject, body, format = chatCompletionEvents) => {
     const orgId = ctx.principal.org_id;
     if (!inFlight.enter(orgId)) throw rateLimited(1, `${max} completions in flight per organization`);
     try {
-      return await completion(ctx, subject, body, idleMs);
+      return await completion(ctx, subject, body, idleMs, format);
     } finally {
       inFlight.leave(orgId);
     }
@@ -119,14 +120,35 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
       },
       handle: (ctx) => complete(ctx, Subjects.chat.createCompletion, parseOrThrow(CreateCompletionBody, ctx.body, CHAT_VALIDATION_CODES)),
     },
+    // The Responses API shares the organization's completions in flight and the chat limits.
+    ...responsesRoutes(complete),
   ];
 }
+
+/** Runs a completion within the organization's bound: answered whole, or streamed as events of `format`. */
+export type Complete = (ctx: RouteContext, subject: string, body: { stream: boolean }, format?: () => SseFormat) => Promise<Reply<unknown> | void>;
+
+/** How one stream's frames are written as Server-Sent Events (a fresh one per stream: it may count what it wrote). */
+export interface SseFormat {
+  data(data: Record<string, unknown>): string;
+  /** What closes a stream that ended well, if anything. */
+  done: string | undefined;
+  error(error: { type: string; message: string; code: string; param?: string }): string;
+}
+
+/** Chat Completions' stream: `data:` lines, an error as `{error}` (what the SDKs raise), closed by `[DONE]`. */
+const chatCompletionEvents = (): SseFormat => ({
+  data: (data) => `data: ${JSON.stringify(data)}\n\n`,
+  done: 'data: [DONE]\n\n',
+  error: ({ type, message, code }) => `data: ${JSON.stringify({ error: { type, message, code } })}\n\n`,
+});
 
 async function completion(
   ctx: RouteContext,
   subject: string,
   body: { stream: boolean },
   idleMs: number,
+  format: () => SseFormat,
 ): Promise<Reply<unknown> | void> {
   const window = chatTokenWindow(ctx.principal);
   const room = await ctx.limits.peek(window);
@@ -145,7 +167,7 @@ async function completion(
   try {
     const accepted = await ctx.services.request(subject, { ...message, stream_to: streamTo }, { headers: ctx.headers });
     if (!accepted.ok) return accepted;
-    await relay(ctx, streamTo, frames, idleMs, (usage) => ctx.limits.record(window, usage.total_tokens));
+    await relay(ctx, streamTo, frames, idleMs, (usage) => ctx.limits.record(window, usage.total_tokens), format());
   } finally {
     await subscription.stop();
   }
@@ -155,7 +177,7 @@ async function completion(
  * Writes the frames as Server-Sent Events. When the client goes away the chat service is told to
  * stop, and the stream is still followed to its end to count the tokens that were generated.
  */
-async function relay(ctx: RouteContext, streamTo: string, frames: FrameQueue, idleMs: number, used: (usage: Usage) => Promise<void>) {
+async function relay(ctx: RouteContext, streamTo: string, frames: FrameQueue, idleMs: number, used: (usage: Usage) => Promise<void>, format: SseFormat) {
   const { res } = ctx;
   res.statusCode = 200;
   res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
@@ -173,25 +195,24 @@ async function relay(ctx: RouteContext, streamTo: string, frames: FrameQueue, id
   res.on('close', cancel);
   // The client may have left while the funds were being reserved.
   if (res.destroyed) cancel();
-  const send = (data: unknown) => {
-    if (!gone) res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+  const send = (text: string | undefined) => {
+    if (!gone && text !== undefined) res.write(text);
   };
   for (;;) {
     const frame = await frames.next(idleMs);
     if (!frame) {
-      send({ error: { type: 'api_error', code: 'stream_timeout', message: `The stream stalled for more than ${idleMs} ms.` } });
+      send(format.error({ type: 'api_error', code: 'stream_timeout', message: `The stream stalled for more than ${idleMs} ms.` }));
       break;
     }
     if (frame.kind === 'data') {
-      send(frame.data);
+      send(format.data(frame.data));
       continue;
     }
     if (frame.kind === 'end') {
       await used(frame.usage);
-      send('[DONE]');
+      send(format.done);
     } else {
-      const { type, message, code } = new ApiError(frame.error).toBody().error;
-      send({ error: { type, message, code } });
+      send(format.error(new ApiError(frame.error).toBody().error));
     }
     break;
   }
