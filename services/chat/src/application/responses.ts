@@ -3,7 +3,6 @@ import {
   type ChatCompletionChunk,
   ChatMessages,
   type Clock,
-  DomainError,
   type IdSource,
   notFound,
   parseOrThrow,
@@ -135,7 +134,7 @@ export class ResponsesService {
         const doc = owner === undefined ? undefined : await this.responses.findOne({ _id: owner, org_id: orgId });
         const found = doc && [...doc.input_items, ...doc.response.output].find((stored) => stored.id === item.id);
         if (!found) {
-          throw new DomainError({ kind: 'InvalidState', code: 'item_not_found', message: `No stored item with id '${item.id}'.`, param: `input[${i}].id` });
+          throw notFound('resource_not_found', `No stored item found with id '${item.id}'.`, `input[${i}].id`);
         }
         return { type: 'resolved', item: found };
       }),
