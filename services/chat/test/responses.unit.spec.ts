@@ -28,6 +28,7 @@ describe('a Responses request as a chat completion', () => {
       temperature: 0.2,
       instructions: 'Be brief.',
       store: true,
+      fields: {},
     });
   });
 
@@ -68,7 +69,60 @@ describe('a Responses request as a chat completion', () => {
     expect(responseOfItem('msg_someone-elses')).toBeUndefined();
   });
 
+  it('passes function tools, tool_choice and text.format on in chat terms, and tool calls and their outputs as chat messages', () => {
+    const parameters = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
+    const b = body({
+      tools: [{ type: 'function', name: 'weather', description: 'Today', parameters, strict: true }],
+      tool_choice: { type: 'function', name: 'weather' },
+      parallel_tool_calls: false,
+      text: { format: { type: 'json_schema', name: 'answer', schema: { type: 'object' }, strict: true } },
+      input: [
+        { role: 'user', content: 'Weather in Oslo?' },
+        { type: 'function_call', call_id: 'call_1', name: 'weather', arguments: '{"city":"Oslo"}' },
+        { type: 'function_call_output', call_id: 'call_1', output: '{"temp":3}' },
+      ],
+    });
+    const items = storedInputItems(RESP, b.input as never);
+    expect(items.slice(1)).toEqual([
+      { type: 'function_call', id: 'fc_abc_i1', call_id: 'call_1', name: 'weather', arguments: '{"city":"Oslo"}', status: 'completed' },
+      { type: 'function_call_output', id: 'fco_abc_i2', call_id: 'call_1', output: '{"temp":3}', status: 'completed' },
+    ]);
+    expect(planChat(b, items)).toMatchObject({
+      messages: [
+        { role: 'user', content: 'Weather in Oslo?' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'weather', arguments: '{"city":"Oslo"}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: '{"temp":3}' },
+      ],
+      fields: {
+        tools: [{ type: 'function', function: { name: 'weather', description: 'Today', parameters, strict: true } }],
+        tool_choice: { type: 'function', function: { name: 'weather' } },
+        parallel_tool_calls: false,
+        response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object' }, strict: true } },
+      },
+    });
+    expect(planChat(body({ text: { format: { type: 'json_object' } } }), items).fields).toEqual({ response_format: { type: 'json_object' } });
+  });
+
+  it('joins function calls to the assistant text before them', () => {
+    const items = storedInputItems(RESP, [
+      { type: 'message', role: 'assistant', content: 'Let me look.' },
+      { type: 'function_call', call_id: 'c1', name: 'a', arguments: '{}' },
+      { type: 'function_call', call_id: 'c2', name: 'b', arguments: '{}' },
+    ]);
+    expect(chatMessages(items)).toEqual([
+      {
+        role: 'assistant',
+        content: 'Let me look.',
+        tool_calls: [
+          { id: 'c1', type: 'function', function: { name: 'a', arguments: '{}' } },
+          { id: 'c2', type: 'function', function: { name: 'b', arguments: '{}' } },
+        ],
+      },
+    ]);
+  });
+
   it.each([
+    ['tool_choice', { tool_choice: { type: 'allowed_tools', mode: 'auto', tools: [] } }],
     ['background', { background: true }],
     ['truncation', { truncation: 'disabled' }],
     ['service_tier', { service_tier: 'priority' }],
@@ -180,6 +234,35 @@ describe('a chat answer as a Response', () => {
     expect(events[5]).toMatchObject({ item_id: 'msg_abc_o0', output_index: 0, content_index: 0, delta: ' early.' });
     expect(events[6]).toMatchObject({ text: 'Plant early.' });
     expect(events[9]).toMatchObject({ response: { status: 'completed', output: [{ content: [{ text: 'Plant early.' }] }], usage: { total_tokens: 10 } } });
+  });
+
+  it('streams tool calls as function_call items with their argument deltas, and no empty message', () => {
+    const builder = new ResponseBuilder(draft);
+    const events = [
+      ...builder.start(),
+      ...builder.toolCall(0, { id: 'call_1', name: 'weather', arguments: '' }),
+      ...builder.toolCall(0, { arguments: '{"city":' }),
+      ...builder.toolCall(0, { arguments: '"Oslo"}' }),
+    ];
+    builder.finish('tool_calls');
+    const { events: closing, response } = builder.complete(usage, 1_767_225_601);
+    events.push(...closing);
+    for (const event of events) ResponseStreamEventSchema.parse(event);
+    expect(events.map((e) => e.type)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.function_call_arguments.delta',
+      'response.function_call_arguments.delta',
+      'response.function_call_arguments.done',
+      'response.output_item.done',
+      'response.completed',
+    ]);
+    expect(events[5]).toMatchObject({ item_id: 'fc_abc_o0', name: 'weather', arguments: '{"city":"Oslo"}' });
+    expect(response).toMatchObject({
+      status: 'completed',
+      output: [{ type: 'function_call', id: 'fc_abc_o0', call_id: 'call_1', name: 'weather', arguments: '{"city":"Oslo"}', status: 'completed' }],
+    });
   });
 
   it('ends a stream that failed midway with response.failed, keeping what was generated', () => {

@@ -138,7 +138,7 @@ describe('the Responses API through the gateway', () => {
     };
     const res = await call('POST', '/v1/responses', body);
     expect(res.status).toBe(400);
-    expect((await res.json()).error).toMatchObject({ type: 'invalid_request_error', code, param });
+    expect(((await res.json()) as { error: unknown }).error).toMatchObject({ type: 'invalid_request_error', code, param });
   });
 
   it("asks the chat service for the organization's response by id, and refuses query parameters it does not serve", async () => {
@@ -155,7 +155,7 @@ describe('the Responses API through the gateway', () => {
     for (const path of ['/v1/responses/resp_9?stream=true', '/v1/responses/resp_9/input_items?include=x']) {
       const res = await call('GET', path);
       expect(res.status).toBe(400);
-      expect((await res.json()).error).toMatchObject({ code: 'unsupported_parameter', param: path.endsWith('x') ? 'include' : 'stream' });
+      expect(((await res.json()) as { error: unknown }).error).toMatchObject({ code: 'unsupported_parameter', param: path.endsWith('x') ? 'include' : 'stream' });
     }
   });
 });

@@ -87,6 +87,52 @@ describe('the Responses API through the openai SDK', () => {
     expect(second.usage!.input_tokens - alone.usage!.input_tokens).toBe(first.usage!.input_tokens - 3 + first.usage!.output_tokens + 4);
   });
 
+  it('calls a function tool, takes its output back with previous_response_id, and answers in text; streamed too', async () => {
+    const client = sdk((await customer()).key);
+    const tools = [
+      {
+        type: 'function' as const,
+        name: 'get_weather',
+        description: 'Current weather in a city',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false },
+        strict: true,
+      },
+    ];
+    const asked = await client.responses.create({ model: 'chat-2', input: 'What is the weather in Oslo?', tools, tool_choice: 'required' });
+    expect(asked.output).toEqual([
+      { type: 'function_call', id: expect.stringMatching(/^fc_/), call_id: expect.any(String), name: 'get_weather', arguments: expect.any(String), status: 'completed' },
+    ]);
+    const call = asked.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    expect(JSON.parse(call.arguments)).toEqual({ city: expect.any(String) });
+    const answered = await client.responses.create({
+      model: 'chat-2',
+      previous_response_id: asked.id,
+      input: [{ type: 'function_call_output', call_id: call.call_id, output: '{"temperature_c":3}' }],
+      tools,
+    });
+    expect(answered.output).toEqual([expect.objectContaining({ type: 'message', status: 'completed' })]);
+    expect(answered.output_text).not.toBe('');
+
+    const stream = await client.responses.create({ model: 'chat-2', input: 'And in Bergen?', tools, tool_choice: 'required', stream: true });
+    const events = [];
+    for await (const event of stream) events.push(event);
+    const deltas = events.flatMap((e) => (e.type === 'response.function_call_arguments.delta' ? [e.delta] : [])).join('');
+    const done = events.find((e) => e.type === 'response.function_call_arguments.done') as OpenAI.Responses.ResponseFunctionCallArgumentsDoneEvent;
+    expect(done).toMatchObject({ name: 'get_weather', arguments: deltas });
+    expect(events.at(-1)!.type).toBe('response.completed');
+  });
+
+  it('answers JSON valid against a text.format json_schema', async () => {
+    const client = sdk((await customer()).key);
+    const schema = { type: 'object', properties: { crop: { type: 'string' }, weeks: { type: 'integer' } }, required: ['crop', 'weeks'], additionalProperties: false };
+    const response = await client.responses.create({
+      model: 'chat-2',
+      input: 'Suggest a crop and how many weeks it takes.',
+      text: { format: { type: 'json_schema', name: 'suggestion', schema, strict: true } },
+    });
+    expect(JSON.parse(response.output_text)).toEqual({ crop: expect.any(String), weeks: expect.any(Number) });
+  });
+
   it('lists the input items, deletes the response, keeps it across a restart, and shows it to no other organization', async () => {
     const { key } = await customer();
     const client = sdk(key);

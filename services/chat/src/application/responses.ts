@@ -69,6 +69,7 @@ export class ResponsesService {
       stream: m.stream_to !== undefined,
       ...(plan.maxTokens !== undefined ? { max_tokens: plan.maxTokens } : {}),
       ...(plan.temperature !== undefined ? { temperature: plan.temperature } : {}),
+      ...plan.fields,
       ...(previous ? { session_id: previous.session_id } : {}),
       ...(m.stream_to !== undefined ? { stream_to: m.stream_to } : {}),
       org_id: m.org_id,
@@ -83,6 +84,7 @@ export class ResponsesService {
       const builder = new ResponseBuilder(draft);
       const choice = completion.choices[0]!;
       builder.text(choice.message.content ?? '');
+      for (const [call, { id: callId, function: fn }] of (choice.message.tool_calls ?? []).entries()) builder.toolCall(call, { id: callId, ...fn });
       builder.finish(choice.finish_reason);
       const { response } = builder.complete(completion.usage, unixSeconds(this.deps.clock.now()));
       await record(completion.id, completion.session_id, response);
@@ -176,7 +178,8 @@ export class ResponsesService {
           chunk = frame.data as ChatCompletionChunk;
           const choice = chunk.choices[0];
           if (choice?.finish_reason) builder.finish(choice.finish_reason);
-          return send([...starting, ...builder.text(choice?.delta.content ?? '')]);
+          const calls = (choice?.delta.tool_calls ?? []).flatMap((call) => builder.toolCall(call.index, { id: call.id, ...call.function }));
+          return send([...starting, ...builder.text(choice?.delta.content ?? ''), ...calls]);
         }
         if (frame.kind === 'end') {
           const { events, response } = builder.complete(frame.usage, unixSeconds(this.deps.clock.now()));

@@ -1,6 +1,10 @@
 import {
   type ChatMessage,
   type CreateResponse,
+  type FunctionTool,
+  type ResponseFormat,
+  type ToolCall,
+  type ToolChoice,
   DomainError,
   type FinishReason,
   type ResponseInputItem,
@@ -34,9 +38,7 @@ function refuseUnserved(body: CreateResponse) {
     ['stream_options.include_obfuscation', body.stream_options?.include_obfuscation === true, 'is not supported here: events are not padded'],
     ['top_p', body.top_p != null && body.top_p !== 1, 'is not supported here'],
     ['text.verbosity', body.text?.verbosity != null && body.text.verbosity !== 'medium', 'is not supported here'],
-    ['text.format', body.text?.format !== undefined && body.text.format.type !== 'text', 'is not supported here yet: only text answers'],
-    ['tools', (body.tools ?? []).length > 0, 'is not supported here yet: chat completions take no tools'],
-    ['tool_choice', body.tool_choice != null && body.tool_choice !== 'auto' && body.tool_choice !== 'none', 'needs tools, which are not supported here yet'],
+    ['tool_choice', typeof body.tool_choice === 'object' && body.tool_choice?.type === 'allowed_tools', "(allowed_tools) is not supported here: send the tools allowed as tools"],
   ];
   const hit = checks.find(([, refuse]) => refuse);
   if (hit) throw refused(hit[0], hit[2]);
@@ -63,8 +65,15 @@ export function storedInputItems(responseId: string, input: string | ConcreteInp
       case 'resolved':
         return item.item;
       case 'function_call':
-      case 'function_call_output':
-        throw refused(at, 'is not supported here yet: chat completions take no tools');
+        return { type: 'function_call', id: itemId(responseId, 'fc', own), call_id: item.call_id, name: item.name, arguments: item.arguments, status: 'completed' };
+      case 'function_call_output': {
+        if (typeof item.output === 'string') return { type: 'function_call_output', id: itemId(responseId, 'fco', own), call_id: item.call_id, output: item.output, status: 'completed' };
+        const output = item.output.map((part, j) => {
+          if (part.type === 'input_text') return part;
+          throw refused(`${at}.output[${j}]`, `(${part.type}) is not supported here: a tool's output is text`);
+        });
+        return { type: 'function_call_output', id: itemId(responseId, 'fco', own), call_id: item.call_id, output, status: 'completed' };
+      }
       case undefined:
       case 'message': {
         if (item.phase != null) throw refused(`${at}.phase`, 'is not supported here');
@@ -98,13 +107,26 @@ export function storedInputItems(responseId: string, input: string | ConcreteInp
   });
 }
 
-/** Items as the chat completion's messages (OpenAI's developer role is a system message to chat). */
+/**
+ * Items as the chat completion's messages (OpenAI's developer role is a system message to chat): function calls
+ * join the assistant turn before them as its tool calls, a call's output is a tool message.
+ */
 export function chatMessages(items: ResponseItem[]): ChatMessage[] {
-  return items.flatMap((item): ChatMessage[] => {
-    if (item.type !== 'message') return [];
-    const text = textOf(item.content.map((part) => ('text' in part ? part : { text: '' })));
-    return [{ role: item.role === 'developer' ? 'system' : item.role, content: text }];
-  });
+  const messages: ChatMessage[] = [];
+  for (const item of items) {
+    if (item.type === 'function_call') {
+      const call: ToolCall = { id: item.call_id, type: 'function', function: { name: item.name, arguments: item.arguments } };
+      const last = messages.at(-1);
+      if (last?.role === 'assistant') last.tool_calls = [...(last.tool_calls ?? []), call];
+      else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
+    } else if (item.type === 'function_call_output') {
+      messages.push({ role: 'tool', tool_call_id: item.call_id, content: typeof item.output === 'string' ? item.output : textOf(item.output as Array<{ text: string }>) });
+    } else {
+      const text = textOf(item.content.map((part) => ('text' in part ? part : { text: '' })));
+      messages.push({ role: item.role === 'developer' ? 'system' : item.role, content: text });
+    }
+  }
+  return messages;
 }
 
 /** The chat completion a response runs, in chat's terms (its conversation and session come from the service). */
@@ -114,17 +136,47 @@ export interface ChatPlan {
   temperature: number | undefined;
   instructions: string | undefined;
   store: boolean;
+  /** The chat request's own fields, in its names, present only when the response's request set them. */
+  fields: { tools?: FunctionTool[]; tool_choice?: ToolChoice; parallel_tool_calls?: boolean; response_format?: ResponseFormat };
 }
 
 /** Refuses what cannot be served, and says what the chat completion is asked for. */
 export function planChat(body: CreateResponse, inputItems: ResponseItem[]): ChatPlan {
   refuseUnserved(body);
+  const choice = body.tool_choice;
+  const format = body.text?.format;
   return {
     messages: chatMessages(inputItems),
     maxTokens: body.max_output_tokens ?? undefined,
     temperature: body.temperature ?? undefined,
     instructions: body.instructions ?? undefined,
     store: body.store !== false,
+    fields: {
+      ...(body.tools?.length
+        ? {
+            tools: body.tools.map(({ name, description, parameters, strict }) => ({
+              type: 'function' as const,
+              function: { name, ...(description != null ? { description } : {}), ...(parameters != null ? { parameters } : {}), ...(strict != null ? { strict } : {}) },
+            })),
+          }
+        : {}),
+      ...(typeof choice === 'string' ? { tool_choice: choice } : choice?.type === 'function' ? { tool_choice: { type: 'function' as const, function: { name: choice.name } } } : {}),
+      ...(body.parallel_tool_calls != null ? { parallel_tool_calls: body.parallel_tool_calls } : {}),
+      ...(format?.type === 'json_object' ? { response_format: { type: 'json_object' as const } } : {}),
+      ...(format?.type === 'json_schema'
+        ? {
+            response_format: {
+              type: 'json_schema' as const,
+              json_schema: {
+                name: format.name,
+                schema: format.schema,
+                ...(format.description !== undefined ? { description: format.description } : {}),
+                ...(format.strict != null ? { strict: format.strict } : {}),
+              },
+            },
+          }
+        : {}),
+    },
   };
 }
 
@@ -177,14 +229,16 @@ type Unnumbered<E> = E extends unknown ? Omit<E, 'sequence_number'> : never;
 
 /**
  * Builds a response from the chat completion's answer as it comes, with the Responses events that tell a client of
- * each step: `response.created` and `.in_progress` first, an output item opened at its first text, its text deltas,
- * then each item closed and `response.completed` (or `.incomplete`, or `.failed`). A whole answer is fed the same
- * way, its events unused, so that a stored response is the same streamed or not.
+ * each step: `response.created` and `.in_progress` first, an output item opened at its first text or tool call, its
+ * deltas, then each item closed and `response.completed` (or `.incomplete`, or `.failed`). A whole answer is fed the
+ * same way, its events unused, so that a stored response is the same streamed or not.
  */
 export class ResponseBuilder {
   private sequence = 0;
   private readonly response: ResponseObject;
   private message: { index: number; id: string; text: string } | undefined;
+  /** The function calls opened, by their position among the answer's tool calls. */
+  private readonly calls = new Map<number, { index: number; id: string; callId: string; name: string; arguments: string }>();
   private finishReason: FinishReason = 'stop';
 
   constructor(draft: ResponseObject) {
@@ -209,17 +263,37 @@ export class ResponseBuilder {
     ]);
   }
 
+  /** A fragment of the answer's tool call number `call`: its first names it (chat's `id` is the call's `call_id`). */
+  toolCall(call: number, fragment: { id?: string | undefined; name?: string | undefined; arguments?: string | undefined }): Event[] {
+    let opened: Array<Unnumbered<Event>> = [];
+    let open = this.calls.get(call);
+    if (!open) {
+      const index = this.response.output.length;
+      open = { index, id: itemId(this.response.id, 'fc', `o${index}`), callId: fragment.id ?? '', name: fragment.name ?? '', arguments: '' };
+      this.calls.set(call, open);
+      const item: ResponseOutputItem = { type: 'function_call', id: open.id, call_id: open.callId, name: open.name, arguments: '', status: 'in_progress' };
+      this.response.output.push(item);
+      opened = [{ type: 'response.output_item.added', output_index: index, item: structuredClone(item) }];
+    }
+    const delta = fragment.arguments ?? '';
+    open.arguments += delta;
+    return this.number([
+      ...opened,
+      ...(delta === '' ? [] : [{ type: 'response.function_call_arguments.delta' as const, item_id: open.id, output_index: open.index, delta }]),
+    ]);
+  }
+
   finish(reason: FinishReason): void {
     this.finishReason = reason;
   }
 
   /** Closes the output with the usage charged: the events that end the stream, and the response to store. */
   complete(usage: Usage, completedAt: number): { events: Event[]; response: ResponseObject } {
-    // An answer with no text is still a message, as OpenAI's is.
-    const opened = this.message ? [] : this.openMessage();
+    // An answer with neither text nor tool calls is still a message, as OpenAI's is.
+    const opened = this.message || this.calls.size > 0 ? [] : this.openMessage();
     const reason = INCOMPLETE_BECAUSE[this.finishReason];
     const incomplete = reason !== undefined;
-    const closed = this.closeMessage(incomplete ? 'incomplete' : 'completed');
+    const closed = this.closeAll(incomplete ? 'incomplete' : 'completed');
     Object.assign(this.response, {
       status: incomplete ? 'incomplete' : 'completed',
       completed_at: completedAt,
@@ -232,7 +306,7 @@ export class ResponseBuilder {
 
   /** The answer failed midway: what was generated so far is in the failed response. */
   fail(error: { code: string; message: string }): Event[] {
-    const closed = this.closeMessage('incomplete');
+    const closed = this.closeAll('incomplete');
     Object.assign(this.response, { status: 'failed', error: { code: error.code === 'rate_limit_exceeded' ? error.code : 'server_error', message: error.message } });
     return this.number([...closed, { type: 'response.failed', response: this.snapshot() }]);
   }
@@ -249,9 +323,18 @@ export class ResponseBuilder {
     ];
   }
 
+  /** Closes the open items in the order they were opened. */
+  private closeAll(status: 'completed' | 'incomplete'): Array<Unnumbered<Event>> {
+    const closing: Array<[number, () => Array<Unnumbered<Event>>]> = [
+      ...(this.message ? [[this.message.index, () => this.closeMessage(status)] as [number, () => Array<Unnumbered<Event>>]] : []),
+      ...[...this.calls.values()].map((call): [number, () => Array<Unnumbered<Event>>] => [call.index, () => this.closeCall(call, status)]),
+    ];
+    this.calls.clear();
+    return closing.sort(([a], [b]) => a - b).flatMap(([, close]) => close());
+  }
+
   private closeMessage(status: 'completed' | 'incomplete'): Array<Unnumbered<Event>> {
-    const message = this.message;
-    if (!message) return [];
+    const message = this.message!;
     const part = { type: 'output_text' as const, text: message.text, annotations: [] };
     const item: ResponseOutputItem = { type: 'message', id: message.id, role: 'assistant', status, content: [part] };
     this.response.output[message.index] = item;
@@ -261,6 +344,15 @@ export class ResponseBuilder {
       { type: 'response.output_text.done', ...at, text: message.text, logprobs: [] },
       { type: 'response.content_part.done', ...at, part },
       { type: 'response.output_item.done', output_index: message.index, item: structuredClone(item) },
+    ];
+  }
+
+  private closeCall(call: { index: number; id: string; callId: string; name: string; arguments: string }, status: 'completed' | 'incomplete'): Array<Unnumbered<Event>> {
+    const item: ResponseOutputItem = { type: 'function_call', id: call.id, call_id: call.callId, name: call.name, arguments: call.arguments, status };
+    this.response.output[call.index] = item;
+    return [
+      { type: 'response.function_call_arguments.done', item_id: call.id, output_index: call.index, name: call.name, arguments: call.arguments },
+      { type: 'response.output_item.done', output_index: call.index, item: structuredClone(item) },
     ];
   }
 
