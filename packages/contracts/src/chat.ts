@@ -52,7 +52,7 @@ export const CreateChatCompletionBody = z
     messages: z.array(ChatMessageSchema).min(1).max(10_000),
     stream: z.boolean().nullish().transform((v) => v ?? false),
     stream_options: StreamOptionsSchema,
-    temperature: z.number().min(0).max(2).nullish(),
+    temperature: z.number().min(0).max(2).nullish().transform((v) => v ?? undefined),
     max_tokens: z.int().positive().max(1_000_000).nullish(),
     /** OpenAI's newer name for `max_tokens`: caps the output and the reservation alike. */
     max_completion_tokens: z.int().positive().max(1_000_000).nullish(),

@@ -1,4 +1,4 @@
-import { ApiError, type ChatMessage, ManualClock, sortableIds, type StreamFrame, unixSeconds } from '@oc/contracts';
+import { ApiError, type ChatMessage, contentText, ManualClock, sortableIds, type StreamFrame, unixSeconds } from '@oc/contracts';
 import { CommandHandler, openSqliteStores } from '@oc/eventstore';
 import { ProjectionRunner, readYourWrites, SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
@@ -135,7 +135,7 @@ describe('chat service', () => {
       mode: 'live',
       ...extra,
     }) as Promise<any>;
-  const promptTokens = (messages: ChatMessage[]) => messages.reduce((n, m) => n + gptTokenizer.count(m.content) + 4, 3);
+  const promptTokens = (messages: ChatMessage[]) => messages.reduce((n, m) => n + gptTokenizer.count(contentText(m.content)) + 4, 3);
 
   it('reserves the prompt plus max_tokens (or the default cap) and captures exactly the usage', async () => {
     await start();

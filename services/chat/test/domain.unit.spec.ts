@@ -1,4 +1,4 @@
-import { type ChatMessage, DomainError, toApiError } from '@oc/contracts';
+import { type ChatMessage, contentText, DomainError, toApiError } from '@oc/contracts';
 import { describe, expect, it } from 'vitest';
 import { conversationTokens, trimToContext } from '../src/domain/context';
 import { chargeMicros, costMicros } from '../src/domain/pricing';
@@ -35,8 +35,8 @@ describe('theory position', () => {
 
 describe('context trimming', () => {
   // One token per character of content; each message adds 4 of framing and the reply's priming 3.
-  const m = (role: ChatMessage['role'], content: string): ChatMessage => ({ role, content });
-  const counts = (messages: ChatMessage[]) => messages.map((x) => x.content.length);
+  const m = (role: 'system' | 'user' | 'assistant', content: string): ChatMessage => ({ role, content });
+  const counts = (messages: ChatMessage[]) => messages.map((x) => contentText(x.content).length);
 
   it('keeps a conversation that fits', () => {
     const messages = [m('system', 'sys'), m('user', 'hello')];

@@ -2,7 +2,7 @@ import { ProviderError } from '@oc/routing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { OpenAiCompatibleProvider } from '../src/adapters/openai-compatible';
 import type { GenerationEvent } from '../src/application/ports';
-import { type FakeUpstream, startFakeUpstream } from './fake-upstream';
+import { type FakeUpstream, type Step, startFakeUpstream } from './fake-upstream';
 
 describe('OpenAI-compatible upstream', () => {
   let upstream: FakeUpstream;
@@ -47,9 +47,9 @@ describe('OpenAI-compatible upstream', () => {
       { usage: { prompt_tokens: 12, completion_tokens: 2, total_tokens: 14 } },
     ];
     expect(await collect()).toEqual([
-      { type: 'content', text: 'Hello' },
-      { type: 'content', text: ' world' },
-      { type: 'finish', finishReason: 'length', usage: { prompt_tokens: 12, completion_tokens: 2, total_tokens: 14 } },
+      { type: 'content', index: 0, text: 'Hello' },
+      { type: 'content', index: 0, text: ' world' },
+      { type: 'finish', index: 0, finishReason: 'length', usage: { prompt_tokens: 12, completion_tokens: 2, total_tokens: 14 } },
     ]);
     expect(upstream.requests).toEqual([
       {
@@ -68,22 +68,98 @@ describe('OpenAI-compatible upstream', () => {
   it('asks for the whole answer in one body when the caller does not relay it as it comes', async () => {
     upstream.script = [{ content: 'Hello' }, { content: ' world' }, { finish: 'stop' }, { usage: { prompt_tokens: 12, completion_tokens: 2, total_tokens: 14 } }];
     expect(await collect(undefined, false)).toEqual([
-      { type: 'content', text: 'Hello world' },
-      { type: 'finish', finishReason: 'stop', usage: { prompt_tokens: 12, completion_tokens: 2, total_tokens: 14 } },
+      { type: 'content', index: 0, text: 'Hello world' },
+      { type: 'finish', index: 0, finishReason: 'stop', usage: { prompt_tokens: 12, completion_tokens: 2, total_tokens: 14 } },
     ]);
     expect(upstream.requests).toEqual([
       { model: 'llama-3.1-8b', messages: request.messages, max_tokens: 50, temperature: 0.3, stop: ['END'] },
     ]);
   });
 
+  describe('the rest of the Chat Completions contract', () => {
+    const tools = [{ type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, strict: true } }];
+    const agentRequest = {
+      ...request,
+      messages: [
+        { role: 'developer' as const, content: 'Use tools.' },
+        { role: 'user' as const, content: [{ type: 'text' as const, text: 'Weather?' }, { type: 'image_url' as const, image_url: { url: 'https://example.com/a.png', detail: 'low' as const } }] },
+        { role: 'assistant' as const, content: null, tool_calls: [{ id: 'call_1', type: 'function' as const, function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+        { role: 'tool' as const, tool_call_id: 'call_1', content: '{"temp":21}' },
+      ],
+      n: 2,
+      tools,
+      toolChoice: 'auto' as const,
+      parallelToolCalls: false,
+      responseFormat: { type: 'json_object' as const },
+      logprobs: { top: 2 },
+      seed: 7,
+      options: { top_p: 0.9, frequency_penalty: 0.5, presence_penalty: -0.5, logit_bias: { '50256': -100 }, user: 'u1', safety_identifier: 's1', prompt_cache_key: 'k', prompt_cache_retention: '24h' as const, reasoning_effort: 'low' as const, verbosity: 'low' as const },
+    };
+    const logprob = { token: 'Hi', logprob: -0.1, bytes: [72, 105], top_logprobs: [{ token: 'Hi', logprob: -0.1, bytes: [72, 105] }] };
+    const calls: Step[] = [
+      { toolCall: { call: 0, id: 'call_9', name: 'get_weather', arguments: '' } },
+      { toolCall: { call: 0, arguments: '{"city":' } },
+      { toolCall: { call: 0, arguments: '"Oslo"}' } },
+      { finish: 'tool_calls' },
+      { content: 'Hi', index: 1, logprobs: [logprob] },
+      { finish: 'content_filter', index: 1 },
+      { usage: { prompt_tokens: 40, completion_tokens: 9, total_tokens: 49 } },
+    ];
+
+    it('passes every honoured field through as OpenAI names it (developer as system for a server without that role)', async () => {
+      upstream.script = calls;
+      for await (const _ of provider.generate({ ...agentRequest, stream: false }, new AbortController().signal));
+      const { messages, ...rest } = upstream.requests.at(-1);
+      expect(messages[0]).toEqual({ role: 'system', content: 'Use tools.' });
+      expect(messages.slice(1)).toEqual(agentRequest.messages.slice(1));
+      expect(rest).toEqual({
+        model: 'llama-3.1-8b',
+        max_tokens: 50,
+        temperature: 0.3,
+        stop: ['END'],
+        n: 2,
+        tools,
+        tool_choice: 'auto',
+        parallel_tool_calls: false,
+        response_format: { type: 'json_object' },
+        logprobs: true,
+        top_logprobs: 2,
+        seed: 7,
+        ...agentRequest.options,
+      });
+    });
+
+    it('sends developer messages as they are to a server that knows the role (OpenAI)', async () => {
+      const openai = new OpenAiCompatibleProvider({ baseUrl: upstream.baseUrl, model: 'gpt', timeoutMs: 5_000, developerRole: true });
+      upstream.script = [{ content: 'ok' }, { finish: 'stop' }];
+      for await (const _ of openai.generate({ ...request, messages: agentRequest.messages.slice(0, 2), stream: false }, new AbortController().signal));
+      expect(upstream.requests.at(-1).messages[0]).toEqual({ role: 'developer', content: 'Use tools.' });
+    });
+
+    it.each([true, false])('translates tool calls, log probabilities and finish reasons back, for each choice (stream: %s)', async (stream) => {
+      upstream.script = calls;
+      const events: GenerationEvent[] = [];
+      for await (const event of provider.generate({ ...agentRequest, stream }, new AbortController().signal)) events.push(event);
+      const toolEvents = events.filter((e) => e.type === 'tool_call');
+      const args = toolEvents.map((e) => (e.type === 'tool_call' ? e.fragment.arguments : '')).join('');
+      expect(args).toBe('{"city":"Oslo"}');
+      expect(toolEvents[0]).toMatchObject({ index: 0, fragment: { call: 0, id: 'call_9', name: 'get_weather' } });
+      expect(events.filter((e) => e.type === 'content')).toEqual([{ type: 'content', index: 1, text: 'Hi', logprobs: [logprob] }]);
+      expect(events.filter((e) => e.type === 'finish')).toEqual([
+        { type: 'finish', index: 0, finishReason: 'tool_calls' },
+        { type: 'finish', index: 1, finishReason: 'content_filter', usage: { prompt_tokens: 40, completion_tokens: 9, total_tokens: 49 } },
+      ]);
+    });
+  });
+
   it('relays each chunk as it arrives, before the upstream has finished', async () => {
     let release!: () => void;
     upstream.script = [{ content: 'first' }, { gate: new Promise<void>((r) => (release = r)) }, { content: ' second' }, { finish: 'stop' }];
     const iterator = provider.generate(request, new AbortController().signal)[Symbol.asyncIterator]();
-    expect((await iterator.next()).value).toEqual({ type: 'content', text: 'first' });
+    expect((await iterator.next()).value).toEqual({ type: 'content', index: 0, text: 'first' });
     release();
-    expect((await iterator.next()).value).toEqual({ type: 'content', text: ' second' });
-    expect((await iterator.next()).value).toEqual({ type: 'finish', finishReason: 'stop' });
+    expect((await iterator.next()).value).toEqual({ type: 'content', index: 0, text: ' second' });
+    expect((await iterator.next()).value).toEqual({ type: 'finish', index: 0, finishReason: 'stop' });
     expect((await iterator.next()).done).toBe(true);
   });
 
@@ -96,7 +172,7 @@ describe('OpenAI-compatible upstream', () => {
       events.push(event);
       abort.abort();
     }
-    expect(events).toEqual([{ type: 'content', text: 'first' }]);
+    expect(events).toEqual([{ type: 'content', index: 0, text: 'first' }]);
     await vi.waitFor(() => expect(upstream.abandoned).toBe(abandonedBefore + 1));
   });
 

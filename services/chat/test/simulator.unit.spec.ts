@@ -32,14 +32,14 @@ describe('simulator', () => {
     const { events, text, finish } = await run(request());
     expect(text).toBe(composeReply(request().messages));
     expect(events.filter((e) => e.type === 'content').length).toBe(text.split(' ').length);
-    expect(finish).toEqual({ type: 'finish', finishReason: 'stop' });
+    expect(finish).toEqual({ type: 'finish', index: 0, finishReason: 'stop' });
   });
 
   it('stops within max_tokens with finish reason length', async () => {
     const { text, finish } = await run(request({ maxTokens: 6 }));
     expect(gptTokenizer.count(text)).toBeLessThanOrEqual(6);
     expect(gptTokenizer.count(text)).toBeGreaterThan(3);
-    expect(finish).toEqual({ type: 'finish', finishReason: 'length' });
+    expect(finish).toEqual({ type: 'finish', index: 0, finishReason: 'length' });
   });
 
   it('cuts the reply before the first stop sequence', async () => {
@@ -47,7 +47,7 @@ describe('simulator', () => {
     const stop = full.split(' ')[4]!;
     const { text, finish } = await run(request({ stop: ['zzz-never', stop] }));
     expect(text).toBe(full.slice(0, full.indexOf(stop)));
-    expect(finish).toEqual({ type: 'finish', finishReason: 'stop' });
+    expect(finish).toEqual({ type: 'finish', index: 0, finishReason: 'stop' });
   });
 
   it('names the leading theory corner when the instruction is present', () => {

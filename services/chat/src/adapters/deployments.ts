@@ -157,6 +157,7 @@ function chatAdapter(config: ChatDeploymentConfig, simulator: ChatProvider): Cha
         timeoutMs,
         // OpenAI's own endpoint only: its current models refuse `max_tokens`.
         maxTokensField: baseUrl === undefined ? 'max_completion_tokens' : 'max_tokens',
+        developerRole: baseUrl === undefined,
       });
     case 'anthropic':
       return deferred(import('./anthropic').then((m) => new m.AnthropicChatProvider({ apiKey, ...(baseUrl ? { baseUrl } : {}), model, timeoutMs })));

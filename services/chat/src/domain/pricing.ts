@@ -16,6 +16,8 @@ export interface ReservationBound {
   promptTokens: number;
   /** Prompts in the request (a text completion may send several; each gets `max_tokens`). */
   prompts: number;
+  /** Choices per prompt (a chat request's `n`; each gets `max_tokens` too); 1 when absent. */
+  choices?: number;
   maxTokens: number;
   /** The request set no `max_tokens`, so the configured default was reserved. */
   maxTokensDefaulted: boolean;
@@ -30,10 +32,12 @@ export interface ReservationBound {
  */
 export function reservationRefusedMessage(bound: ReservationBound, availableMicros: number): string {
   const { promptTokens, prompts, maxTokens, reservedMicros, microsPer1kTokens } = bound;
+  const choices = bound.choices ?? 1;
   const affordableTokens = Math.floor((Math.max(0, availableMicros) * 1000) / microsPer1kTokens);
-  const fittingMaxTokens = Math.floor((affordableTokens - promptTokens) / prompts);
+  const fittingMaxTokens = Math.floor((affordableTokens - promptTokens) / (prompts * choices));
+  const each = prompts > 1 ? ` for each of ${prompts} prompts` : choices > 1 ? ` for each of ${choices} choices (n)` : '';
   const what =
-    `${promptTokens} prompt tokens + max_tokens ${maxTokens}${prompts > 1 ? ` for each of ${prompts} prompts` : ''}` +
+    `${promptTokens} prompt tokens + max_tokens ${maxTokens}${each}` +
     `${bound.maxTokensDefaulted ? ' (the default when max_tokens is not set)' : ''}, at ${formatUsd(microsPer1kTokens)} per 1,000 tokens`;
   const advice =
     fittingMaxTokens >= 1

@@ -8,6 +8,7 @@ import {
   CreateCompletionBody,
   ListChatSessionsQuery,
   listOf,
+  parseChatCompletionBody,
   parseOrThrow,
   randomId,
   rateLimited,
@@ -86,7 +87,7 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
         response: ChatCompletionSchema,
         media: ['text/event-stream'],
       },
-      handle: (ctx) => complete(ctx, Subjects.chat.createChatCompletion, parseOrThrow(CreateChatCompletionBody, ctx.body, CHAT_VALIDATION_CODES)),
+      handle: (ctx) => complete(ctx, Subjects.chat.createChatCompletion, parseChatCompletionBody(ctx.body)),
     },
     {
       method: 'GET',
