@@ -420,7 +420,12 @@ describe('delivery of video events', () => {
     'https://100.64.0.1/x',
     'https://[fd00::1]/x',
     'https://[::ffff:127.0.0.1]/x',
+    'https://[::127.0.0.1]/x',
+    'https://[::a00:1]/x',
+    'https://[64:ff9b::a9fe:a9fe]/x',
+    'https://[2002:a00:1::]/x',
     'https://internal.example/x',
+    'https://compatible.example/x',
   ])('refuses, at registration and on update, a URL that can only reach a non-public address (%s)', async (url) => {
     const w = await start({ allowPrivate: false });
     const refused = w.app.service.create({ org_id: ORG, url, events: ['video.completed'] });
@@ -437,7 +442,8 @@ describe('delivery of video events', () => {
     const create = (w: typeof dev, url: string) => w.app.service.create({ org_id: ORG, url, events: ['video.completed'] });
     await expect(create(dev, 'http://127.0.0.1:9/x')).resolves.toMatchObject({ url: 'http://127.0.0.1:9/x' });
     await expect(create(dev, 'http://localhost:9/x')).resolves.toMatchObject({ url: 'http://localhost:9/x' });
-    for (const url of ['https://10.0.0.1/x', 'https://169.254.169.254/x', 'https://100.64.0.1/x', 'https://192.168.1.1/x']) {
+    await expect(create(dev, 'http://[::127.0.0.1]:9/x')).resolves.toMatchObject({ url: 'http://[::127.0.0.1]:9/x' });
+    for (const url of ['https://10.0.0.1/x', 'https://169.254.169.254/x', 'https://100.64.0.1/x', 'https://192.168.1.1/x', 'https://[::a00:1]/x']) {
       await expect(create(dev, url)).rejects.toMatchObject({ code: 'invalid_url' });
     }
     await dev.close();

@@ -1,7 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LookupOptions } from 'node:dns';
+import { isIP, type LookupFunction } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { HttpWebhookSender } from '../src/adapters/http-sender';
 import { httpReceiver, httpsReceiver, type Receiver, type TestCa, testCertificates } from './support';
 
+/** A resolver answering every name with these addresses. */
+const fakeLookup = (addresses: string[]) =>
+  vi.fn(((_host: string, options: LookupOptions, callback: (...args: unknown[]) => void) => {
+    const all = addresses.map((address) => ({ address, family: isIP(address) }));
+    if (options.all) callback(null, all);
+    else callback(null, all[0]!.address, all[0]!.family);
+  }) as unknown as LookupFunction);
 const request = (url: string) => ({ url, body: '{"id":"evt_1"}', headers: { 'content-type': 'application/json' } });
 const sender = (options: Partial<ConstructorParameters<typeof HttpWebhookSender>[0]> = {}) =>
   new HttpWebhookSender({ timeoutMs: 2_000, maxResponseBytes: 1_024, destinations: { allowLoopback: false, allowCidrs: [] }, ...options });
@@ -27,6 +36,12 @@ describe('SSRF protection in production mode', () => {
     ['IPv6 link-local', 'https://[fe80::1]/'],
     ['IPv4-mapped IPv6 metadata address', 'http://[::ffff:169.254.169.254]/'],
     ['IPv4-mapped IPv6 loopback', 'https://[::ffff:127.0.0.1]/'],
+    ['IPv4-compatible IPv6 loopback', 'https://[::127.0.0.1]:9/'],
+    ['IPv4-compatible IPv6 10/8', 'https://[::a00:1]/'],
+    ['IPv4-translated IPv6 loopback', 'https://[::ffff:0:127.0.0.1]:9/'],
+    ['NAT64 metadata address', 'http://[64:ff9b::169.254.169.254]/'],
+    ['6to4 loopback', 'https://[2002:7f00:1::]:9/'],
+    ['Teredo', 'https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/'],
     ['carrier-grade NAT 100.64/10', 'https://100.64.0.1/'],
     ['0/8 "this network"', 'https://0.1.2.3/'],
     ['IPv4 multicast', 'https://224.0.0.1/'],
@@ -40,6 +55,18 @@ describe('SSRF protection in production mode', () => {
     expect(outcome).toMatchObject({ success: false, statusCode: null, responseBody: null });
     expect(outcome.error).toMatch(/is not allowed/);
   });
+
+  it.each([['::7f00:1'], ['::a00:1'], ['2606:4700::1', '::7f00:1'], ['64:ff9b::a9fe:a9fe']])(
+    'refuses a host name whose DNS answer holds an IPv6 form of a private IPv4 address (%s)',
+    async (...answer) => {
+      const lookup = fakeLookup(answer);
+      const outcome = await sender({ lookup }).send(request('https://hooks.example.com/x'));
+      expect(outcome).toMatchObject({ success: false, statusCode: null, responseBody: null });
+      expect(outcome.error).toMatch(/is not allowed/);
+      expect(outcome.error).not.toContain(answer.at(-1));
+      expect(lookup).toHaveBeenCalled();
+    },
+  );
 
   it('does not say what a host name resolved to', async () => {
     const outcome = await sender().send(request('https://localhost:9/'));
@@ -111,6 +138,18 @@ describe('the exchange with a receiver (development mode, local receivers allowe
     );
     const outcome = await dev({ maxResponseBytes: 64 }).send(request(chatty.url));
     expect(outcome).toMatchObject({ success: true, statusCode: 200, responseBody: 'x'.repeat(64) });
+  });
+
+  it('judges an IPv6 form carrying an IPv4 address as that address, and connects to it there', async () => {
+    const receiver = track(await httpReceiver());
+    const port = new URL(receiver.url).port;
+    for (const host of ['[::ffff:127.0.0.1]', '[::127.0.0.1]', 'receiver.example']) {
+      const lookup = fakeLookup(['::7f00:1']);
+      expect(await dev({ lookup }).send(request(`http://${host}:${port}/`))).toMatchObject({ success: true, statusCode: 204 });
+    }
+    expect(receiver.received).toHaveLength(3);
+    const outcome = await dev().send(request(`http://[::a00:1]:${port}/`));
+    expect(outcome.error).toMatch(/is not allowed/);
   });
 
   it('sends the body as given, with its content length', async () => {

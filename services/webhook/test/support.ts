@@ -182,6 +182,7 @@ export const completedVideo = (overrides: Partial<VideoEventData> = {}): VideoEv
 export const TEST_HOSTS: Record<string, string[]> = {
   'hooks.example.com': ['93.184.215.14'],
   'internal.example': ['10.0.0.7'],
+  'compatible.example': ['2606:4700::1', '::a00:7'],
   localhost: ['127.0.0.1', '::1'],
 };
 

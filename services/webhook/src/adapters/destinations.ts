@@ -36,19 +36,58 @@ export function isCidr(entry: string): boolean {
   }
 }
 
-/** Judged exactly as the agent judges it: listed, or else public unicast. */
-export function isAllowedAddress(address: string, rules: DestinationRules): boolean {
-  const parsed = ipaddr.parse(address);
-  for (const entry of allowList(rules)) {
-    if (isIP(entry) !== 0) {
-      if (entry === address) return true;
-      continue;
-    }
-    const [range, bits] = ipaddr.parseCIDR(entry);
-    if (parsed.kind() === range.kind() && parsed.match(range, bits)) return true;
-  }
-  return parsed.range() === 'unicast';
+/**
+ * IPv6 forms that carry an IPv4 address, and the byte where it starts. A packet to one is meant for that IPv4
+ * host (the socket layer, a translator or a relay takes it there), so it is judged as that address: `::7f00:1`
+ * (IPv4-compatible, deprecated but still routed by some stacks) as 127.0.0.1, `64:ff9b::a9fe:a9fe` as the
+ * metadata address. Forms whose IPv4 address cannot be told from the address alone (Teredo, which holds two;
+ * NAT64's local-use 64:ff9b:1::/48, laid out by the operator's prefix length) are not public unicast to
+ * ipaddr.js, so they stay refused.
+ */
+const EMBEDDING_IPV4: readonly (readonly [ipaddr.IPv6, number, number])[] = (
+  [
+    ['::ffff:0:0/96', 12], // IPv4-mapped (RFC 4291)
+    ['::/96', 12], // IPv4-compatible (RFC 4291)
+    ['::ffff:0:0:0/96', 12], // IPv4-translated (RFC 6145)
+    ['64:ff9b::/96', 12], // NAT64, well-known prefix (RFC 6052)
+    ['2002::/16', 2], // 6to4 (RFC 3056)
+  ] as const
+).map(([cidr, at]) => {
+  const [range, bits] = ipaddr.IPv6.parseCIDR(cidr);
+  return [range, bits, at] as const;
+});
+
+function embeddedIPv4(address: ipaddr.IPv4 | ipaddr.IPv6): string | undefined {
+  if (address.kind() !== 'ipv6') return undefined;
+  const v6 = address as ipaddr.IPv6;
+  const form = EMBEDDING_IPV4.find(([range, bits]) => v6.match(range, bits));
+  if (!form) return undefined;
+  const at = form[2];
+  return ipaddr.fromByteArray(v6.toByteArray().slice(at, at + 4)).toString();
 }
+
+const isListed = (address: string, parsed: ipaddr.IPv4 | ipaddr.IPv6, rules: DestinationRules) =>
+  allowList(rules).some((entry) => {
+    if (isIP(entry) !== 0) return entry === address;
+    const [range, bits] = ipaddr.parseCIDR(entry);
+    return parsed.kind() === range.kind() && parsed.match(range, bits);
+  });
+
+/**
+ * The address a delivery connects to for `address`, or undefined when it is refused: the address itself when
+ * listed or public unicast; for an IPv6 form carrying an IPv4 address, that IPv4 address when it is allowed, so
+ * that the socket goes where the judgement was made and the agent judges the same address again.
+ */
+export function connectAddress(address: string, rules: DestinationRules): string | undefined {
+  const parsed = ipaddr.parse(address);
+  if (isListed(address, parsed, rules)) return address;
+  const embedded = embeddedIPv4(parsed);
+  if (embedded !== undefined) return connectAddress(embedded, rules);
+  return parsed.range() === 'unicast' ? address : undefined;
+}
+
+/** Listed, or else public unicast; an IPv6 form carrying an IPv4 address is judged as that address. */
+export const isAllowedAddress = (address: string, rules: DestinationRules): boolean => connectAddress(address, rules) !== undefined;
 
 /** A host's addresses; none when it does not resolve. */
 export type ResolveHost = (host: string) => Promise<string[]>;

@@ -1,10 +1,12 @@
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { isIP, type LookupFunction } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { rootCertificates } from 'node:tls';
 import { RequestFilteringHttpAgent, RequestFilteringHttpsAgent } from 'request-filtering-agent';
 import type { AttemptOutcome } from '../domain/delivery';
-import { agentFilter, type DestinationRules } from './destinations';
+import { agentFilter, connectAddress, type DestinationRules } from './destinations';
 
 export interface WebhookRequest {
   url: string;
@@ -26,19 +28,44 @@ export interface HttpSenderOptions {
   destinations: DestinationRules;
   /** Extra trusted CAs (PEM); the system's are always trusted, and certificates are always verified. */
   ca?: string[] | undefined;
+  /** How a connection resolves a host name; `dns.lookup` by default. */
+  lookup?: LookupFunction | undefined;
+}
+
+/** Worded without the address: a refusal must not tell a customer what a name resolved to. */
+const refusal = () => new Error('the destination is not allowed');
+
+/**
+ * Resolution that judges every address a connection may use by our rules, then hands on the address to connect
+ * to (the IPv4 one for an IPv6 form carrying it), so the agent's own check and the socket see that address.
+ */
+function judgedLookup(resolve: LookupFunction, rules: DestinationRules): LookupFunction {
+  return (hostname, options, callback) =>
+    resolve(hostname, options, (error, address: string | LookupAddress[], family?: number) => {
+      if (error) return callback(error, address as string, family);
+      const found = typeof address === 'string' ? [{ address, family: family ?? isIP(address) }] : address;
+      const judged = found.map((a) => connectAddress(a.address, rules));
+      if (judged.some((a) => a === undefined)) return callback(refusal(), '', 0);
+      const usable = judged.map((a) => ({ address: a!, family: isIP(a!) }));
+      if (options.all) return callback(null, usable);
+      return callback(null, usable[0]!.address, usable[0]!.family);
+    });
 }
 
 /**
  * Node's http(s) client behind `request-filtering-agent`: the address check runs inside the
  * connection's DNS lookup, on the very address the socket then connects to (no re-resolution, so DNS
- * rebinding cannot slip past it), and IP literals are checked the same way. Redirects are never
+ * rebinding cannot slip past it), and IP literals are checked the same way. Our rules (`connectAddress`,
+ * which also judges IPv6 forms carrying an IPv4 address) run first, the agent's after them. Redirects are never
  * followed, since node's client does not follow them: a 3xx is simply not a 2xx.
  */
 export class HttpWebhookSender implements WebhookSender {
   private readonly httpAgent: RequestFilteringHttpAgent;
   private readonly httpsAgent: RequestFilteringHttpsAgent;
+  private readonly lookup: LookupFunction;
 
   constructor(private readonly options: HttpSenderOptions) {
+    this.lookup = judgedLookup(options.lookup ?? (dnsLookup as LookupFunction), options.destinations);
     const filter = { ...agentFilter(options.destinations), keepAlive: false };
     this.httpAgent = new RequestFilteringHttpAgent(filter);
     this.httpsAgent = new RequestFilteringHttpsAgent({
@@ -52,6 +79,10 @@ export class HttpWebhookSender implements WebhookSender {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     const { timeoutMs, maxResponseBytes } = this.options;
+    const url = this.target(request.url);
+    if (typeof url === 'string') {
+      return Promise.resolve({ success: false, statusCode: null, error: url, responseBody: null, durationMs: elapsed() });
+    }
     return new Promise<AttemptOutcome>((resolve) => {
       let settled = false;
       const finish = (outcome: Omit<AttemptOutcome, 'durationMs'>) => {
@@ -60,18 +91,12 @@ export class HttpWebhookSender implements WebhookSender {
         clearTimeout(deadline);
         resolve({ ...outcome, durationMs: elapsed() });
       };
-      let url: URL;
-      try {
-        url = new URL(request.url);
-      } catch {
-        finish({ success: false, statusCode: null, error: 'invalid URL', responseBody: null });
-        return;
-      }
       const isHttps = url.protocol === 'https:';
       const send = isHttps ? httpsRequest : httpRequest;
       const req = send(url, {
         method: 'POST',
         agent: isHttps ? this.httpsAgent : this.httpAgent,
+        lookup: this.lookup,
         headers: { ...request.headers, 'content-length': String(Buffer.byteLength(request.body)) },
       });
       const deadline = setTimeout(() => {
@@ -102,6 +127,22 @@ export class HttpWebhookSender implements WebhookSender {
       });
       req.end(request.body);
     });
+  }
+
+  /** The URL to request, or why there is none. A literal is connected to without resolution: judged here. */
+  private target(raw: string): URL | string {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      return 'invalid URL';
+    }
+    const literal = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    if (isIP(literal) === 0) return url;
+    const address = connectAddress(literal, this.options.destinations);
+    if (address === undefined) return describe(refusal());
+    url.hostname = isIP(address) === 6 ? `[${address}]` : address;
+    return url;
   }
 
   close() {
