@@ -32,6 +32,8 @@ let closeAll: () => Promise<void>;
 
 /** How the fake chat service answers the next streamed request. */
 let script: (streamTo: string) => void = () => {};
+/** What the fake chat service was asked, in order. */
+const asked: unknown[] = [];
 
 const chunk = (content: string) => ({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
 
@@ -40,6 +42,7 @@ beforeAll(async () => {
   const billingApp = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });
   await billingApp.listen();
   broker.respond(Subjects.chat.createChatCompletion, async (data) => {
+    asked.push(data);
     const streamTo = (data as { stream_to: string }).stream_to;
     script(streamTo);
     return { ok: true, data: { id: 'chatcmpl_1', stream_to: streamTo } };
@@ -180,5 +183,47 @@ describe('streamed completions through the gateway', () => {
     const again = await streamed(undefined, own);
     expect(again.status).toBe(200);
     await again.text();
+  });
+});
+
+describe("OpenAI's agent contract at the gateway", () => {
+  const post = (body: object) =>
+    fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat-2', stream: true, messages: [{ role: 'user', content: 'Hi' }], ...body }),
+    });
+
+  it.each([
+    [{ frobnicate: true }, 'frobnicate'],
+    [{ functions: [{ name: 'f' }] }, 'functions'],
+    [{ web_search_options: {} }, 'web_search_options'],
+  ])('refuses %j with 400 unsupported_parameter naming it, before the chat service is asked', async (body, param) => {
+    const before = asked.length;
+    const res = await post(body);
+    expect(res.status).toBe(400);
+    expect((await res.json()).error).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_parameter', param });
+    expect(asked.length).toBe(before);
+  });
+
+  it('refuses a named tool_choice that is not among the tools, naming tool_choice', async () => {
+    const res = await post({ tools: [{ type: 'function', function: { name: 'a' } }], tool_choice: { type: 'function', function: { name: 'b' } } });
+    expect(res.status).toBe(400);
+    expect((await res.json()).error).toMatchObject({ code: 'invalid_parameter', param: 'tool_choice' });
+  });
+
+  it("passes tools, parts, tool turns and our own fields (session_id, x-theory-position) on to the chat service as they came", async () => {
+    script = (streamTo) => broker.publish(streamTo, { kind: 'end', seq: 0, usage: { prompt_tokens: 1, completion_tokens: 0, total_tokens: 1 } });
+    const messages = [
+      { role: 'developer', content: 'Be brief.' },
+      { role: 'user', content: [{ type: 'text', text: 'Look' }, { type: 'image_url', image_url: { url: 'https://example.com/a.png', detail: 'low' } }] },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+      { role: 'tool', tool_call_id: 'c', content: 'ok' },
+    ];
+    const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} }, strict: true } }];
+    const res = await post({ messages, tools, tool_choice: 'auto', n: 2, logprobs: true, top_logprobs: 2, session_id: 'chat_1', 'x-theory-position': { x: 0, y: 0 } });
+    expect(res.status).toBe(200);
+    await res.text();
+    expect(asked.at(-1)).toMatchObject({ messages, tools, tool_choice: 'auto', n: 2, logprobs: true, top_logprobs: 2, session_id: 'chat_1', 'x-theory-position': { x: 0, y: 0 } });
   });
 });
