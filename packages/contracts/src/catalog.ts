@@ -16,16 +16,21 @@ export type VideoProviderName = (typeof VIDEO_PROVIDERS)[number];
 /**
  * Optional chat parameters a deployment may or may not accept; a request using one goes only where it is accepted,
  * and one no deployment of the model accepts is refused (400 `unsupported_parameter`). Most are the request field
- * of the same name; `tools` also covers `tool_choice`, `parallel_tool_calls` and tool calls or results in the
- * messages; `response_format` is a JSON one (`text` needs nothing); `n` is more than one choice; `logprobs` covers
- * `top_logprobs`; `image_input` is an `image_url` part; `message_names` is `name` on a message.
+ * of the same name; `tools` also covers `tool_choice`, `parallel_tool_calls: true` and tool calls or results in the
+ * messages; `parallel_tool_calls` is `false` there (at most one call per answer); `response_format` is a
+ * `json_schema` one and `json_object` the other JSON one (`text` needs nothing); `n` is more than one choice;
+ * `logprobs` covers `top_logprobs`; `image_input` is an `image_url` part, and `image_url` one whose image is an https
+ * URL the provider fetches (rather than a `data:` URL); `message_names` is `name` on a message.
  */
 export const CHAT_FEATURES = [
   'temperature',
   'stop',
   'tools',
+  'parallel_tool_calls',
   'response_format',
+  'json_object',
   'image_input',
+  'image_url',
   'n',
   'logprobs',
   'seed',

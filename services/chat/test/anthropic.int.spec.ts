@@ -99,12 +99,6 @@ describe('Anthropic chat provider (official SDK against a local fake of the Mess
       expect(sent!.headers['x-api-key']).toBeUndefined();
     });
 
-    it('refuses a temperature itself, sending nothing', async () => {
-      const error = await failure({ temperature: 0.7 });
-      expect(error).toBeInstanceOf(ProviderError);
-      expect(error.kind).toBe('request');
-      expect(fake.requests).toHaveLength(0);
-    });
   });
 
   describe('answers', () => {
@@ -141,19 +135,186 @@ describe('Anthropic chat provider (official SDK against a local fake of the Mess
       for (const stream of [true, false]) expect((await collect({ stream })).at(-1)).toMatchObject({ type: 'finish', finishReason });
     });
 
-    it('turns a refusal into a request-kind error (no failover), streamed or whole', async () => {
+    it('ends an answer its safety classifiers stopped (refusal) with content_filter, after the text that came, streamed or whole', async () => {
       fake.reply = answer({ stopReason: 'refusal', stopDetails: { type: 'refusal', category: 'cyber', explanation: 'Declined: could enable cyber harm.' } });
-      for (const stream of [true, false]) {
-        const error = await failure({ stream });
-        expect(error).toMatchObject({ kind: 'request', status: undefined });
-        expect(error.message).not.toContain('cyber');
-        expect(error.detail).toContain('cyber');
-      }
+      expect(await collect()).toEqual([
+        { type: 'content', text: 'Hel' },
+        { type: 'content', text: 'lo' },
+        { type: 'finish', finishReason: 'content_filter', usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 } },
+      ]);
+      expect((await collect({ stream: false })).at(-1)).toMatchObject({ type: 'finish', finishReason: 'content_filter' });
     });
 
-    it('treats a turn paused for tools (never asked for) as unfinished: retryable', async () => {
+    it('treats a turn paused for server tools (never sent) as unfinished: retryable', async () => {
       fake.reply = answer({ stopReason: 'pause_turn' });
       for (const stream of [true, false]) expect(await failure({ stream })).toMatchObject({ kind: 'retryable' });
+    });
+  });
+
+  describe('agent features', () => {
+    const weather = {
+      type: 'function' as const,
+      function: {
+        name: 'get_weather',
+        description: 'Weather for a city',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false },
+        strict: true,
+      },
+    };
+    const time = { type: 'function' as const, function: { name: 'get_time' } };
+    const PNG = 'iVBORw0KGgo=';
+
+    it('sends tools, a tool round trip, images, developer instructions and a JSON schema in the documented shapes', async () => {
+      fake.reply = answer();
+      await collect({
+        stream: false,
+        messages: [
+          { role: 'developer', content: [{ type: 'text', text: 'Use tools.' }] },
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'What is on these, and the weather?' },
+              { type: 'image_url', image_url: { url: `data:image/png;base64,${PNG}` } },
+              { type: 'image_url', image_url: { url: 'https://example.com/a.jpg', detail: 'high' } },
+            ],
+          },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [
+              { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+              { id: 'call_2', type: 'function', function: { name: 'get_time', arguments: '' } },
+            ],
+          },
+          { role: 'tool', tool_call_id: 'call_1', content: '18°C' },
+          { role: 'tool', tool_call_id: 'call_2', content: [{ type: 'text', text: '14:00' }] },
+          { role: 'user', content: 'Thanks.' },
+        ],
+        tools: [weather, time],
+        toolChoice: 'required',
+        parallelToolCalls: false,
+        responseFormat: { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: false } } },
+        options: { safety_identifier: 'user-42' },
+      });
+      expect(fake.requests).toHaveLength(1);
+      expect(fake.requests[0]!.body).toStrictEqual({
+        model: 'claude-haiku-5-5',
+        max_tokens: 50,
+        system: [{ type: 'text', text: 'Use tools.' }],
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'What is on these, and the weather?' },
+              { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG } },
+              { type: 'image', source: { type: 'url', url: 'https://example.com/a.jpg' } },
+            ],
+          },
+          {
+            role: 'assistant',
+            content: [
+              { type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Paris' } },
+              { type: 'tool_use', id: 'call_2', name: 'get_time', input: {} },
+            ],
+          },
+          {
+            role: 'user',
+            content: [
+              { type: 'tool_result', tool_use_id: 'call_1', content: '18°C' },
+              { type: 'tool_result', tool_use_id: 'call_2', content: [{ type: 'text', text: '14:00' }] },
+            ],
+          },
+          { role: 'user', content: 'Thanks.' },
+        ],
+        tools: [
+          {
+            name: 'get_weather',
+            description: 'Weather for a city',
+            input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false },
+            strict: true,
+          },
+          { name: 'get_time', input_schema: { type: 'object', properties: {} } },
+        ],
+        tool_choice: { type: 'any', disable_parallel_tool_use: true },
+        output_config: { format: { type: 'json_schema', schema: { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: false } } },
+        metadata: { user_id: 'user-42' },
+        thinking: { type: 'disabled' },
+      });
+    });
+
+    it.each([
+      ['none', undefined, { type: 'none' }],
+      ['auto', undefined, { type: 'auto' }],
+      ['required', undefined, { type: 'any' }],
+      [{ type: 'function', function: { name: 'get_time' } }, undefined, { type: 'tool', name: 'get_time' }],
+      [undefined, false, { type: 'auto', disable_parallel_tool_use: true }],
+      [{ type: 'function', function: { name: 'get_time' } }, false, { type: 'tool', name: 'get_time', disable_parallel_tool_use: true }],
+      [undefined, true, undefined],
+    ] as const)('maps tool_choice %j with parallel_tool_calls %s to %j', async (toolChoice, parallelToolCalls, expected) => {
+      fake.reply = answer();
+      await collect({ tools: [weather, time], ...(toolChoice ? { toolChoice } : {}), ...(parallelToolCalls !== undefined ? { parallelToolCalls } : {}) });
+      expect(fake.requests[0]!.body.tool_choice).toStrictEqual(expected);
+    });
+
+    it('gives a whole answer that calls tools as tool-call events with the input as JSON text, finishing with tool_calls', async () => {
+      fake.reply = answer({
+        text: ['Checking.'],
+        stopReason: 'tool_use',
+        toolUses: [
+          { id: 'toolu_01', name: 'get_weather', input: { city: 'Paris' } },
+          { id: 'toolu_02', name: 'get_time', input: {} },
+        ],
+      });
+      expect(await collect({ stream: false, tools: [weather, time] })).toEqual([
+        { type: 'content', text: 'Checking.' },
+        { type: 'tool_call', fragment: { call: 0, id: 'toolu_01', name: 'get_weather', arguments: '{"city":"Paris"}' } },
+        { type: 'tool_call', fragment: { call: 1, id: 'toolu_02', name: 'get_time', arguments: '{}' } },
+        { type: 'finish', finishReason: 'tool_calls', usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 } },
+      ]);
+    });
+
+    it('relays a streamed tool call as it comes: its id and name, then each input_json_delta; a call without input gets {}', async () => {
+      fake.reply = answer({
+        text: [],
+        stopReason: 'tool_use',
+        toolUses: [
+          { id: 'toolu_01', name: 'get_weather', input: { city: 'Paris' }, json: ['{"ci', 'ty": "Par', 'is"}'] },
+          { id: 'toolu_02', name: 'get_time', input: {}, json: [''] },
+        ],
+      });
+      expect(await collect({ tools: [weather, time] })).toEqual([
+        { type: 'tool_call', fragment: { call: 0, id: 'toolu_01', name: 'get_weather', arguments: '' } },
+        { type: 'tool_call', fragment: { call: 0, arguments: '{"ci' } },
+        { type: 'tool_call', fragment: { call: 0, arguments: 'ty": "Par' } },
+        { type: 'tool_call', fragment: { call: 0, arguments: 'is"}' } },
+        { type: 'tool_call', fragment: { call: 1, id: 'toolu_02', name: 'get_time', arguments: '' } },
+        { type: 'tool_call', fragment: { call: 1, arguments: '{}' } },
+        { type: 'finish', finishReason: 'tool_calls', usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 } },
+      ]);
+    });
+
+    it('gives a structured answer as the JSON text it is', async () => {
+      fake.reply = answer({ text: ['{"a":', '"b"}'] });
+      const events = await collect({ responseFormat: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } } });
+      expect(events.flatMap((e) => (e.type === 'content' ? [e.text] : [])).join('')).toBe('{"a":"b"}');
+    });
+
+    it.each<[string, Partial<GenerationRequest>]>([
+      ['a temperature', { temperature: 0.7 }],
+      ['a JSON-object answer (no such mode)', { responseFormat: { type: 'json_object' } }],
+      ['n', { n: 2 }],
+      ['log probabilities', { logprobs: { top: 2 } }],
+      ['a seed', { seed: 7 }],
+      ['top_p', { options: { top_p: 0.5 } }],
+      ['a participant name', { messages: [{ role: 'user', content: 'Hi', name: 'ann' }] }],
+      ['tool-call arguments that are not JSON', { messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{"a":' } }] }] }],
+      ['two different end-user ids', { options: { user: 'a', safety_identifier: 'b' } }],
+      ['a json_schema without its schema', { responseFormat: { type: 'json_schema', json_schema: { name: 'x' } } }],
+    ])('refuses %s itself, sending nothing', async (_, overrides) => {
+      const error = await failure(overrides);
+      expect(error).toBeInstanceOf(ProviderError);
+      expect(error.kind).toBe('request');
+      expect(fake.requests).toHaveLength(0);
     });
   });
 

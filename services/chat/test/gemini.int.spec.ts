@@ -161,14 +161,14 @@ describe('Gemini chat provider (official SDK against a local fake)', () => {
     });
 
     it.each(['SAFETY', 'RECITATION', 'PROHIBITED_CONTENT', 'BLOCKLIST', 'SPII'])(
-      'treats an answer Gemini withheld (%s) as a refused request, not as a finished answer',
+      'ends an answer Gemini withheld the rest of (%s) with content_filter, after what came, streamed and whole',
       async (reason) => {
         gemini.script = [{ text: 'Par' }, { finish: reason }];
-        const { error } = await failureOf();
-        expect(error.kind).toBe('request');
-        expect(error.message).not.toContain(reason);
-        expect(error.detail).toContain(reason);
-        expect(gemini.requests).toHaveLength(1);
+        expect(await collect()).toEqual([
+          { type: 'content', text: 'Par' },
+          { type: 'finish', finishReason: 'content_filter' },
+        ]);
+        expect((await collect({ stream: false })).at(-1)).toEqual({ type: 'finish', finishReason: 'content_filter' });
       },
     );
 
@@ -188,6 +188,152 @@ describe('Gemini chat provider (official SDK against a local fake)', () => {
         expect(error.detail).toContain('PROHIBITED_CONTENT');
       }
       expect(gemini.requests).toHaveLength(2);
+    });
+  });
+
+  describe('agent features', () => {
+    const weather = {
+      type: 'function' as const,
+      function: { name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+    };
+    const time = { type: 'function' as const, function: { name: 'get_time' } };
+    const plain = { temperature: undefined, stop: [] };
+
+    it('sends tools, a tool round trip, an image, developer instructions, a JSON schema, n, seed and top_p in the documented shapes', async () => {
+      gemini.script = [{ text: '{}' }, { finish: 'STOP' }, { text: '{}', candidate: 1 }, { finish: 'STOP', candidate: 1 }];
+      await collect({
+        ...plain,
+        stream: false,
+        messages: [
+          { role: 'developer', content: 'Use tools.' },
+          { role: 'user', content: [{ type: 'text', text: 'Weather here?' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=', detail: 'low' } }] },
+          {
+            role: 'assistant',
+            content: 'Checking.',
+            tool_calls: [
+              { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+              { id: 'call_2', type: 'function', function: { name: 'get_time', arguments: '{}' } },
+            ],
+          },
+          { role: 'tool', tool_call_id: 'call_1', content: '18°C' },
+          { role: 'tool', tool_call_id: 'call_2', content: [{ type: 'text', text: '14:00' }] },
+          { role: 'user', content: 'Thanks.' },
+        ],
+        tools: [weather, time],
+        toolChoice: { type: 'function', function: { name: 'get_time' } },
+        parallelToolCalls: true,
+        responseFormat: { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object', properties: { a: { type: 'string' } } } } },
+        n: 2,
+        seed: 7,
+        options: { top_p: 0.5 },
+      });
+      expect(gemini.requests).toHaveLength(1);
+      expect(gemini.requests[0]?.body).toEqual({
+        contents: [
+          { role: 'user', parts: [{ text: 'Weather here?' }, { inlineData: { mimeType: 'image/png', data: 'iVBORw0KGgo=' } }] },
+          {
+            role: 'model',
+            parts: [
+              { text: 'Checking.' },
+              { functionCall: { id: 'call_1', name: 'get_weather', args: { city: 'Paris' } }, thoughtSignature: 'skip_thought_signature_validator' },
+              { functionCall: { id: 'call_2', name: 'get_time', args: {} } },
+            ],
+          },
+          {
+            role: 'user',
+            parts: [
+              { functionResponse: { id: 'call_1', name: 'get_weather', response: { output: '18°C' } } },
+              { functionResponse: { id: 'call_2', name: 'get_time', response: { output: '14:00' } } },
+              { text: 'Thanks.' },
+            ],
+          },
+        ],
+        systemInstruction: { parts: [{ text: 'Use tools.' }] },
+        tools: [
+          {
+            functionDeclarations: [
+              { name: 'get_weather', description: 'Weather for a city', parametersJsonSchema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+              { name: 'get_time' },
+            ],
+          },
+        ],
+        toolConfig: { functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['get_time'] } },
+        generationConfig: {
+          maxOutputTokens: 50,
+          topP: 0.5,
+          candidateCount: 2,
+          seed: 7,
+          responseMimeType: 'application/json',
+          responseJsonSchema: { type: 'object', properties: { a: { type: 'string' } } },
+          thinkingConfig: { thinkingLevel: 'MINIMAL' },
+        },
+      });
+    });
+
+    it.each([
+      ['none', [weather], { mode: 'NONE' }],
+      ['auto', [weather], { mode: 'AUTO' }],
+      ['required', [weather], { mode: 'ANY' }],
+      [undefined, [weather], undefined],
+      [undefined, [{ ...weather, function: { ...weather.function, strict: true } }], { mode: 'VALIDATED' }],
+    ] as const)('maps tool_choice %j (tools %j) to functionCallingConfig %j', async (toolChoice, tools, expected) => {
+      await collect({ ...plain, tools: [...tools], ...(toolChoice ? { toolChoice } : {}) });
+      expect(gemini.requests[0]?.body.toolConfig?.functionCallingConfig).toEqual(expected);
+    });
+
+    it('asks JSON of a json_object answer', async () => {
+      await collect({ ...plain, responseFormat: { type: 'json_object' } });
+      expect(gemini.requests[0]?.body.generationConfig).toEqual({ maxOutputTokens: 50, responseMimeType: 'application/json', thinkingConfig: { thinkingLevel: 'MINIMAL' } });
+    });
+
+    const calls: Step[] = [
+      { text: 'Checking.' },
+      { call: { id: 'fc-1', name: 'get_weather', args: { city: 'Paris' } } },
+      { call: { name: 'get_time', args: {} } },
+      { finish: 'STOP' },
+      { usage: { promptTokenCount: 20, candidatesTokenCount: 9, totalTokenCount: 29 } },
+    ];
+
+    it.each([true, false])('gives function calls as tool calls (ids kept, or made), finishing with tool_calls (stream: %s)', async (stream) => {
+      gemini.script = calls;
+      const events = await collect({ ...plain, stream, tools: [weather, time] });
+      expect(events).toEqual([
+        { type: 'content', text: 'Checking.' },
+        { type: 'tool_call', fragment: { call: 0, id: 'fc-1', name: 'get_weather', arguments: '{"city":"Paris"}' } },
+        { type: 'tool_call', fragment: { call: 1, id: expect.stringMatching(/^call_[0-9a-f]{24}$/), name: 'get_time', arguments: '{}' } },
+        { type: 'finish', finishReason: 'tool_calls', usage: { prompt_tokens: 20, completion_tokens: 9, total_tokens: 29 } },
+      ]);
+    });
+
+    it.each([true, false])('gives n candidates as n choices, each ending on its own, the usage on the last (stream: %s)', async (stream) => {
+      gemini.script = [
+        { text: 'One', candidate: 0 },
+        { text: 'Two', candidate: 1 },
+        { finish: 'STOP', candidate: 0 },
+        { finish: 'MAX_TOKENS', candidate: 1 },
+        { usage: { promptTokenCount: 5, candidatesTokenCount: 4, totalTokenCount: 9 } },
+      ];
+      const events = await collect({ ...plain, stream, n: 2 });
+      expect(events).toEqual([
+        { type: 'content', text: 'One' },
+        { type: 'content', text: 'Two', index: 1 },
+        { type: 'finish', finishReason: 'stop' },
+        { type: 'finish', finishReason: 'length', index: 1, usage: { prompt_tokens: 5, completion_tokens: 4, total_tokens: 9 } },
+      ]);
+    });
+
+    it.each<[string, Partial<GenerationRequest>]>([
+      ['an https image (Gemini needs its MIME type)', { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }] }],
+      ['parallel_tool_calls: false (no such switch)', { tools: [weather], parallelToolCalls: false }],
+      ['log probabilities', { logprobs: { top: 2 } }],
+      ['a penalty', { options: { presence_penalty: 0.5 } }],
+      ['an end-user id', { options: { user: 'u' } }],
+      ['a tool result whose call is not in the conversation', { messages: [{ role: 'tool', tool_call_id: 'nowhere', content: 'x' }] }],
+      ['tool-call arguments that are not JSON', { messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: 'nope' } }] }] }],
+    ])('refuses %s itself, sending nothing', async (_, changes) => {
+      const { error } = await failureOf(changes);
+      expect(error.kind).toBe('request');
+      expect(gemini.requests).toHaveLength(0);
     });
   });
 

@@ -1,7 +1,8 @@
 import Anthropic, { APIConnectionError, APIConnectionTimeoutError, APIError } from '@anthropic-ai/sdk';
-import { type ChatMessage, contentText, type FinishReason, isInstruction, type Usage } from '@oc/contracts';
+import type { FinishReason, Usage } from '@oc/contracts';
 import { ProviderError, providerHttpError, providerUnreachable, retryAfterMs } from '@oc/routing';
 import type { ChatProvider, GenerationEvent, GenerationRequest } from '../application/ports';
+import { messageParams, type Params } from './anthropic-messages';
 
 export interface AnthropicChatOptions {
   apiKey: string;
@@ -10,7 +11,7 @@ export interface AnthropicChatOptions {
    * own default applies (`ANTHROPIC_BASE_URL`, else Anthropic's API).
    */
   baseUrl?: string;
-  /** The upstream model `chat-2` maps to. It must accept `thinking: {type: 'disabled'}` (see `thinkingOff`). */
+  /** The upstream model `chat-2` maps to. It must accept `thinking: {type: 'disabled'}` (anthropic-messages.ts). */
   model: string;
   /** Longest wait for the first byte of the answer, and then for each next part of it. */
   timeoutMs: number;
@@ -19,8 +20,7 @@ export interface AnthropicChatOptions {
 
 const PROVIDER = 'Anthropic';
 
-type Params = Omit<Anthropic.MessageCreateParamsNonStreaming, 'stream'>;
-type Ending = Pick<Anthropic.Message, 'stop_reason' | 'stop_details'>;
+type Ending = Pick<Anthropic.Message, 'stop_reason'>;
 type TokenCounts = Partial<Record<(typeof COUNTS)[number], number | null>>;
 
 const COUNTS = ['input_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens', 'output_tokens'] as const;
@@ -28,7 +28,7 @@ const COUNTS = ['input_tokens', 'cache_creation_input_tokens', 'cache_read_input
 /**
  * Claude's Messages API through Anthropic's official SDK. The SDK sends API version 2026-10-21, which answers 400
  * to `temperature` (even at its default), so this provider takes none; it retries nothing itself (the router
- * fails over).
+ * fails over). The request's translation is anthropic-messages.ts'; here are the call and its answer.
  */
 export class AnthropicChatProvider implements ChatProvider {
   private readonly client: Anthropic;
@@ -47,11 +47,11 @@ export class AnthropicChatProvider implements ChatProvider {
   }
 
   async *generate(request: GenerationRequest, signal: AbortSignal): AsyncIterable<GenerationEvent> {
-    if (request.temperature !== undefined) throw temperatureRefused();
+    const params = messageParams(request, this.options.model);
     const silence = new Silence(this.options.timeoutMs, signal);
     try {
-      if (request.stream) yield* this.streamed(this.params(request), silence);
-      else yield* this.whole(this.params(request), silence);
+      if (request.stream) yield* this.streamed(params, silence);
+      else yield* this.whole(params, silence);
     } catch (error) {
       if (signal.aborted) return;
       throw redacted(failure(error, silence), this.options.apiKey);
@@ -60,29 +60,20 @@ export class AnthropicChatProvider implements ChatProvider {
     }
   }
 
-  private params(request: GenerationRequest): Params {
-    const system = request.messages.filter(isInstruction).map((m) => ({ type: 'text' as const, text: contentText(m.content) }));
-    return {
-      model: this.options.model,
-      max_tokens: request.maxTokens,
-      // Consecutive same-role turns go as they are: the API combines them into one turn itself (Messages API
-      // reference, `messages`).
-      messages: request.messages.filter(isTurn).map((m) => ({ role: m.role, content: contentText(m.content) })),
-      // One text block per system message, in order: the API's own way to give several, no separator of ours.
-      ...(system.length > 0 ? { system } : {}),
-      ...(request.stop.length > 0 ? { stop_sequences: request.stop } : {}),
-      thinking: thinkingOff,
-    };
-  }
-
   private async *streamed(params: Params, silence: Silence): AsyncIterable<GenerationEvent> {
     const stream = await this.client.messages.create({ ...params, stream: true }, { signal: silence.signal });
     let counts: TokenCounts = {};
-    let ending: Ending = { stop_reason: null, stop_details: null };
+    let ending: Ending = { stop_reason: null };
     let stopped = false;
+    const calls = new ToolCalls();
     for await (const event of silence.watch(stream)) {
       if (event.type === 'message_start') counts = event.message.usage;
-      else if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') yield { type: 'content', text: event.delta.text };
+      else if (event.type === 'content_block_start' && event.content_block.type === 'tool_use') {
+        yield calls.start(event.index, event.content_block.id, event.content_block.name);
+      } else if (event.type === 'content_block_delta') {
+        if (event.delta.type === 'text_delta') yield { type: 'content', text: event.delta.text };
+        else if (event.delta.type === 'input_json_delta') yield* calls.more(event.index, event.delta.partial_json);
+      } else if (event.type === 'content_block_stop') yield* calls.stop(event.index);
       else if (event.type === 'message_delta') {
         ending = event.delta;
         counts = overlay(counts, event.usage);
@@ -99,20 +90,12 @@ export class AnthropicChatProvider implements ChatProvider {
     if (!isMessage(message)) throw brokeOff('the answer is not a message');
     const text = message.content.flatMap((block) => (block.type === 'text' ? [block.text] : [])).join('');
     if (text) yield { type: 'content', text };
+    const uses = message.content.filter((block) => block.type === 'tool_use');
+    for (const [call, use] of uses.entries()) {
+      yield { type: 'tool_call', fragment: { call, id: use.id, name: use.name, arguments: JSON.stringify(use.input) } };
+    }
     yield finish(message, message.usage);
   }
-}
-
-/**
- * Haiku 5.5 thinks by default and its thinking counts toward max_tokens, so a customer's max_tokens would no longer
- * bound the answer they see (https://platform.claude.com/docs/en/build-with-claude/prompt-engineering/prompting-claude-haiku-5-5).
- * Models that always think (Opus 5.5, the Fable models) answer 400 to this.
- */
-const thinkingOff = { type: 'disabled' } as const;
-
-/** Tool calls, tool results and images never reach this provider (it declares no such feature): text turns only. */
-function isTurn(message: ChatMessage): message is Extract<ChatMessage, { role: 'user' | 'assistant' }> {
-  return message.role === 'user' || message.role === 'assistant';
 }
 
 /** The cumulative counts of message_delta replace what message_start said; an absent (null) one leaves it. */
@@ -122,12 +105,9 @@ function overlay(base: TokenCounts, next: TokenCounts): TokenCounts {
 
 /**
  * The stop reasons as https://platform.claude.com/docs/en/build-with-claude/handling-stop-reasons describes them.
- * `refusal`: Claude's safety classifiers declined the request; the same conversation keeps being declined, so it
- * is the request that is refused (no failover), not an answer that ended. `pause_turn` and `tool_use` come only
- * with tools, which this provider never sends: such an answer is unfinished.
+ * `pause_turn` comes only with server tools, which this provider never sends: such an answer is unfinished.
  */
-function finish({ stop_reason, stop_details }: Ending, counts: TokenCounts): GenerationEvent {
-  if (stop_reason === 'refusal') throw refused(stop_details?.category);
+function finish({ stop_reason }: Ending, counts: TokenCounts): GenerationEvent {
   const finishReason = FINISH_REASONS[stop_reason ?? ''];
   if (!finishReason) throw brokeOff(`stop_reason ${stop_reason}`);
   return { type: 'finish', finishReason, usage: usageOf(counts) };
@@ -139,7 +119,37 @@ const FINISH_REASONS: Record<string, FinishReason> = {
   max_tokens: 'length',
   // Cut at the model's context window rather than at max_tokens: a length limit all the same.
   model_context_window_exceeded: 'length',
+  tool_use: 'tool_calls',
+  // Claude's safety classifiers stopped the answer: what OpenAI reports as content withheld by its filter.
+  refusal: 'content_filter',
 };
+
+/**
+ * The tool calls of a streamed answer, by content block: `content_block_start` names each (id, name), and its
+ * `input_json_delta`s carry the input's JSON text, in order (https://platform.claude.com/docs/en/build-with-claude/streaming).
+ */
+class ToolCalls {
+  readonly #calls = new Map<number, { call: number; sent: boolean }>();
+
+  start(block: number, id: string, name: string): GenerationEvent {
+    const call = this.#calls.size;
+    this.#calls.set(block, { call, sent: false });
+    return { type: 'tool_call', fragment: { call, id, name, arguments: '' } };
+  }
+
+  *more(block: number, json: string): Iterable<GenerationEvent> {
+    const known = this.#calls.get(block);
+    if (!known || json === '') return;
+    known.sent = true;
+    yield { type: 'tool_call', fragment: { call: known.call, arguments: json } };
+  }
+
+  /** A call without input streams no JSON at all; its arguments are then `{}`, as the whole answer's input is. */
+  *stop(block: number): Iterable<GenerationEvent> {
+    const known = this.#calls.get(block);
+    if (known && !known.sent) yield { type: 'tool_call', fragment: { call: known.call, arguments: '{}' } };
+  }
+}
 
 /**
  * "Total input tokens in a request is the summation of input_tokens, cache_creation_input_tokens, and
@@ -240,17 +250,4 @@ function failedWhileAnswering(error: APIError): ProviderError {
 /** The answer did not end as the API documents it; a second try may well get a whole one. */
 function brokeOff(detail: string): ProviderError {
   return new ProviderError({ kind: 'retryable', message: `${PROVIDER}'s answer broke off.`, detail: `${PROVIDER}: ${detail.slice(0, 500)}` });
-}
-
-function refused(category: string | null | undefined): ProviderError {
-  return new ProviderError({ kind: 'request', message: `${PROVIDER} declined the request.`, detail: `${PROVIDER}: stop_reason refusal, category ${category ?? 'none'}` });
-}
-
-/** The router sends no temperature here (features.temperature is false); one that arrives is a bug, not dropped silently. */
-function temperatureRefused(): ProviderError {
-  return new ProviderError({
-    kind: 'request',
-    message: `${PROVIDER} takes no temperature.`,
-    detail: `${PROVIDER}: API version 2026-10-21 answers 400 to temperature; the request was not sent`,
-  });
 }

@@ -1,6 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import {
   ApiError,
-  type Content,
   type Fetch,
   type GenerateContentConfig,
   type GenerateContentResponse,
@@ -8,9 +8,10 @@ import {
   GoogleGenAI,
   ThinkingLevel,
 } from '@google/genai';
-import { type ChatMessage, contentText, type FinishReason, isInstruction, type Usage } from '@oc/contracts';
+import type { FinishReason, Usage } from '@oc/contracts';
 import { ProviderError, providerHttpError, providerUnreachable, retryAfterMs } from '@oc/routing';
 import type { ChatProvider, GenerationEvent, GenerationRequest } from '../application/ports';
+import { requestSettings, turns } from './gemini-content';
 
 export interface GeminiChatOptions {
   apiKey: string;
@@ -52,14 +53,14 @@ export class GeminiChatProvider implements ChatProvider {
       const chunks = request.stream
         ? await this.#client.models.generateContentStream(params)
         : [await this.#client.models.generateContent(params)];
-      const ending: Ending = {};
+      const answer = new Answer(request.n ?? 1);
       for await (const chunk of chunks) {
         call.hold();
-        yield* eventsOf(chunk, ending);
+        yield* answer.add(chunk);
         call.wait();
       }
       call.hold();
-      yield finishOf(ending);
+      yield* answer.finish();
     } catch (error) {
       if (signal.aborted) return;
       throw failure(error, call);
@@ -120,12 +121,8 @@ class Call {
 }
 
 function settings(request: GenerationRequest, call: Call): GenerateContentConfig {
-  const system = request.messages.filter(isInstruction);
   return {
-    ...(system.length > 0 ? { systemInstruction: { parts: system.map((message) => ({ text: contentText(message.content) })) } } : {}),
-    maxOutputTokens: request.maxTokens,
-    ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
-    ...(request.stop.length > 0 ? { stopSequences: request.stop } : {}),
+    ...requestSettings(request),
     // Thinking tokens are billed as output. MINIMAL is 3.1 Flash-Lite's own default (ai.google.dev/gemini-api/docs/
     // gemini-3), pinned so that thinking stays near nothing and `maxTokens` keeps meaning visible text. A model
     // configured here must accept MINIMAL: 3.1 and 3.5 Flash-Lite and 3.6 Flash do, 3.7 Flash does not
@@ -137,63 +134,72 @@ function settings(request: GenerationRequest, call: Call): GenerateContentConfig
   };
 }
 
-/**
- * The conversation as Gemini's turns: `assistant` is `model`; system messages go to `systemInstruction` instead.
- * Adjacent turns of one role are merged, since generateContent refuses turns that do not alternate (400 "Please
- * ensure that multiturn requests alternate between user and model", github.com/NousResearch/hermes-agent/issues/55125).
- */
-function turns(messages: ChatMessage[]): Content[] {
-  const contents: Array<{ role: 'user' | 'model'; parts: Array<{ text: string }> }> = [];
-  for (const message of messages) {
-    // Tool calls, tool results and images never reach this provider (it declares no such feature): text turns only.
-    if (message.role !== 'user' && message.role !== 'assistant') continue;
-    const role = message.role === 'assistant' ? 'model' : 'user';
-    const text = contentText(message.content);
-    const last = contents.at(-1);
-    if (last?.role === role) last.parts.push({ text });
-    else contents.push({ role, parts: [{ text }] });
-  }
-  return contents;
-}
-
-/** How the answer so far ends: the last finish reason and the last usage seen. */
-interface Ending {
+/** One choice (candidate) of the answer so far: how many tools it called and how it ended. */
+interface Choice {
+  calls: number;
   finishReason?: string;
+}
+
+/** The answer so far, chunk by chunk: each candidate's text and function calls as they come, its end, the usage. */
+class Answer {
+  readonly #choices: Choice[];
   /** Each chunk's usage is the running total so far, so the last one counts (not their sum). */
-  usage?: GenerateContentResponseUsageMetadata;
+  #usage: GenerateContentResponseUsageMetadata | undefined;
+
+  constructor(n: number) {
+    this.#choices = Array.from({ length: n }, () => ({ calls: 0 }));
+  }
+
+  *add(chunk: GenerateContentResponse): Iterable<GenerationEvent> {
+    // A blocked prompt comes with no candidates at all (ai.google.dev/api/generate-content#PromptFeedback).
+    const blocked = chunk.promptFeedback?.blockReason;
+    if (blocked) throw refused(`blocked the prompt: ${blocked}`);
+    for (const candidate of chunk.candidates ?? []) {
+      const index = candidate.index ?? 0;
+      const choice = this.#choices[index];
+      if (!choice) throw brokeOff(`a candidate ${index} beyond the ${this.#choices.length} asked for`);
+      const at = index === 0 ? {} : { index };
+      const parts = (candidate.content?.parts ?? []).filter((part) => !part.thought);
+      const text = parts.map((part) => part.text ?? '').join('');
+      if (text) yield { type: 'content', text, ...at };
+      // Gemini sends each call whole (partial arguments are Vertex AI's only); ids only on some models.
+      for (const { functionCall: fc } of parts.filter((part) => part.functionCall)) {
+        const fragment = { call: choice.calls++, id: fc!.id || callId(), name: fc!.name ?? '', arguments: JSON.stringify(fc!.args ?? {}) };
+        yield { type: 'tool_call', fragment, ...at };
+      }
+      if (candidate.finishReason) choice.finishReason = candidate.finishReason;
+    }
+    if (chunk.usageMetadata) this.#usage = chunk.usageMetadata;
+  }
+
+  /** Each choice's end, in order, the call's usage on the last. */
+  *finish(): Iterable<GenerationEvent> {
+    const last = this.#choices.length - 1;
+    for (const [index, choice] of this.#choices.entries()) {
+      if (!choice.finishReason) throw brokeOff('the answer ended without a finish reason');
+      yield {
+        type: 'finish',
+        finishReason: finishReasonOf(choice.finishReason, choice.calls > 0),
+        ...(index === 0 ? {} : { index }),
+        ...(index === last && this.#usage ? { usage: usageOf(this.#usage) } : {}),
+      };
+    }
+  }
 }
 
-function* eventsOf(chunk: GenerateContentResponse, ending: Ending): Iterable<GenerationEvent> {
-  // A blocked prompt comes with no candidates at all (ai.google.dev/api/generate-content#PromptFeedback).
-  const blocked = chunk.promptFeedback?.blockReason;
-  if (blocked) throw refused(`blocked the prompt: ${blocked}`);
-  const candidate = chunk.candidates?.[0];
-  const text = (candidate?.content?.parts ?? [])
-    .filter((part) => !part.thought)
-    .map((part) => part.text ?? '')
-    .join('');
-  if (text) yield { type: 'content', text };
-  if (candidate?.finishReason) ending.finishReason = candidate.finishReason;
-  if (chunk.usageMetadata) ending.usage = chunk.usageMetadata;
-}
+/** OpenAI's form of a call id, for calls Gemini gives none: unique, so that a tool result finds its call. */
+const callId = () => `call_${randomBytes(12).toString('hex')}`;
 
-/** Gemini withheld the answer for what it says: another deployment of the model would withhold it too. */
+/** Gemini withheld (the rest of) the answer for what it says. */
 const WITHHELD = new Set(['SAFETY', 'RECITATION', 'LANGUAGE', 'BLOCKLIST', 'PROHIBITED_CONTENT', 'SPII', 'ESCALATION']);
 
-function finishOf(ending: Ending): GenerationEvent {
-  if (!ending.finishReason) throw brokeOff('the answer ended without a finish reason');
-  return {
-    type: 'finish',
-    finishReason: finishReasonOf(ending.finishReason),
-    ...(ending.usage ? { usage: usageOf(ending.usage) } : {}),
-  };
-}
-
-function finishReasonOf(reason: string): FinishReason {
-  if (reason === 'STOP') return 'stop';
+/** Gemini ends an answer of function calls with STOP; OpenAI's clients look for `tool_calls` to run them. */
+function finishReasonOf(reason: string, calledTools: boolean): FinishReason {
+  if (reason === 'STOP') return calledTools ? 'tool_calls' : 'stop';
   // CONTINUATION: "stopped because the response reached the per-request token limit" (the SDK's FinishReason).
   if (reason === 'MAX_TOKENS' || reason === 'CONTINUATION') return 'length';
-  if (WITHHELD.has(reason)) throw refused(`stopped the answer: ${reason}`);
+  // What OpenAI reports as content its filter withheld: the answer so far stands, the rest is not given.
+  if (WITHHELD.has(reason)) return 'content_filter';
   if (reason === 'PUP_LIMITED_DISABLED') {
     // Our account is limited for Prohibited Use Policy violations: this deployment can serve nothing.
     throw new ProviderError({ kind: 'deployment', message: `${PROVIDER} refused to answer.`, detail: `${PROVIDER} ${reason}` });

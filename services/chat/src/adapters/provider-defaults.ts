@@ -9,8 +9,11 @@ const ALL: Record<ChatFeature, true> = {
   temperature: true,
   stop: true,
   tools: true,
+  parallel_tool_calls: true,
   response_format: true,
+  json_object: true,
   image_input: true,
+  image_url: true,
   n: true,
   logprobs: true,
   seed: true,
@@ -27,7 +30,7 @@ const ALL: Record<ChatFeature, true> = {
   message_names: true,
 };
 
-/** Nothing beyond plain text chat: what the Anthropic and Gemini adapters translate so far. */
+/** Nothing beyond plain text chat; each provider below turns on what its adapter translates. */
 const NONE: Record<ChatFeature, false> = Object.fromEntries(Object.keys(ALL).map((f) => [f, false])) as Record<ChatFeature, false>;
 
 /**
@@ -42,7 +45,12 @@ export const OPENAI_CHAT_DEFAULT = {
   features: ALL,
 } as const;
 
-/** Anthropic's: API version 2026-10-21, which its SDK sends, refuses `temperature`. */
+/**
+ * Anthropic's: API version 2026-10-21, which its SDK sends, refuses `temperature` and `top_p`. What the adapter
+ * translates (anthropic-messages.ts): tools with tool_choice and `parallel_tool_calls: false`, `json_schema` answers
+ * (structured outputs, GA as `output_config.format`), images as data or https URLs, and `safety_identifier` / `user`
+ * as `metadata.user_id`. The Messages API has no `n`, log probabilities, seed, penalties or JSON-object mode.
+ */
 export const ANTHROPIC_CHAT_DEFAULT = {
   /** Claude Haiku 5.5, released 2026-10-07, Anthropic's fastest: https://platform.claude.com/docs/en/models/haiku-5-5/overview */
   model: 'claude-haiku-5-5',
@@ -52,8 +60,17 @@ export const ANTHROPIC_CHAT_DEFAULT = {
    * ($0.50 / $2.50), which this shape cannot say.
    */
   cost: { input_per_1m_tokens: 0.1, output_per_1m_tokens: 0.5 },
-  // Tools, JSON answers and images wait for the adapter's translation of them.
-  features: { ...NONE, stop: true },
+  features: {
+    ...NONE,
+    stop: true,
+    tools: true,
+    parallel_tool_calls: true,
+    response_format: true,
+    image_input: true,
+    image_url: true,
+    user: true,
+    safety_identifier: true,
+  },
 } as const;
 
 /**
@@ -70,8 +87,14 @@ export const GEMINI_CHAT_DEFAULT = {
    * be read from here).
    */
   cost: { input_per_1m_tokens: 0.25, output_per_1m_tokens: 1.5 },
-  // Tools, JSON answers and images wait for the adapter's translation of them.
-  features: { ...NONE, temperature: true, stop: true },
+  /**
+   * What the adapter translates (gemini-content.ts): function tools and tool_choice, both JSON answers, images given
+   * as data URLs, `n` as `candidateCount` (1 to 8 on this model: docs.cloud.google.com/gemini-enterprise-agent-platform/
+   * models/gemini/3-1-flash-lite), `seed` and `top_p`. Not: `parallel_tool_calls: false` (Gemini has no such switch),
+   * https images (Gemini fetches a URL only with its MIME type, which an OpenAI image part does not give), log
+   * probabilities (not confirmed for Gemini 3 models), and the penalties (Gemini 3 answers "Penalty is not enabled").
+   */
+  features: { ...NONE, temperature: true, stop: true, tools: true, response_format: true, json_object: true, image_input: true, n: true, seed: true, top_p: true },
 } as const;
 
 /** The simulator emulates every feature, so that every client test runs offline. */

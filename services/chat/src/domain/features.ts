@@ -22,7 +22,10 @@ export function featuresUsed(request: GenerationRequest): FeatureUse[] {
   if (request.tools !== undefined && request.tools.length > 0) use('tools', 'tools');
   if (request.toolChoice !== undefined) use('tools', 'tool_choice');
   if (request.parallelToolCalls !== undefined) use('tools', 'parallel_tool_calls');
-  if (request.responseFormat !== undefined) use('response_format', 'response_format');
+  // At most one call per answer is a constraint some providers cannot impose (Gemini); `true` is every provider's way.
+  if (request.parallelToolCalls === false) use('parallel_tool_calls', 'parallel_tool_calls');
+  if (request.responseFormat?.type === 'json_schema') use('response_format', 'response_format');
+  if (request.responseFormat?.type === 'json_object') use('json_object', 'response_format');
   if ((request.n ?? 1) > 1) use('n', 'n');
   if (request.logprobs !== undefined) use('logprobs', 'logprobs');
   if (request.seed !== undefined) use('seed', 'seed');
@@ -34,6 +37,9 @@ export function featuresUsed(request: GenerationRequest): FeatureUse[] {
     if (message.role === 'user' && Array.isArray(message.content)) {
       const image = message.content.findIndex((part) => part.type === 'image_url');
       if (image >= 0) use('image_input', `messages[${i}].content[${image}]`);
+      // An image the provider must fetch itself, which not every provider does.
+      const fetched = message.content.findIndex((part) => part.type === 'image_url' && part.image_url.url.startsWith('https:'));
+      if (fetched >= 0) use('image_url', `messages[${i}].content[${fetched}]`);
     }
   }
   return [...used].map(([feature, param]) => ({ feature, param }));

@@ -21,6 +21,11 @@ export interface FakeAnswer {
   gapMs?: number;
   /** A thinking block ahead of the text, as models that think send one. */
   thinking?: string;
+  /**
+   * Tool calls after the text, as `tool_use` blocks; a stream sends each input as `json` (the `input_json_delta`
+   * fragments, default: the input's JSON in one).
+   */
+  toolUses?: Array<{ id: string; name: string; input: Record<string, unknown>; json?: string[] }>;
   stopReason: string;
   stopDetails?: { type: 'refusal'; category: string | null; explanation: string | null };
   usage: FakeUsage;
@@ -88,9 +93,30 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
 /** Plays `reply`. */
 async function answer(req: IncomingMessage, res: ServerResponse, body: any, reply: FakeReply): Promise<void> {
   if (req.method !== 'POST' || req.url !== '/v1/messages') return error(res, 404, 'not_found_error', `Not found: ${req.url}`);
+  const invalid = unansweredToolUse(body?.messages ?? []);
+  if (invalid) return error(res, 400, 'invalid_request_error', invalid);
   if ('silence' in reply) return;
   if ('status' in reply) return error(res, reply.status, reply.errorType, reply.message, reply.headers);
   return body?.stream === true ? stream(res, reply.answer) : whole(res, reply.answer);
+}
+
+/**
+ * The rule the API enforces on tool use: "Each `tool_use` block must have a corresponding `tool_result` block in the
+ * next message", the results first in that user message.
+ */
+function unansweredToolUse(messages: Array<{ role: string; content: unknown }>): string | undefined {
+  for (const [i, message] of messages.entries()) {
+    const blocks = (content: unknown): any[] => (Array.isArray(content) ? content : []);
+    const ids = blocks(message.content).flatMap((b) => (b.type === 'tool_use' ? [b.id] : []));
+    if (message.role !== 'assistant' || ids.length === 0) continue;
+    const next = messages[i + 1];
+    const results = blocks(next?.content);
+    const answered = results.slice(0, ids.length).map((b) => (b.type === 'tool_result' ? b.tool_use_id : undefined));
+    if (next?.role !== 'user' || ids.some((id) => !answered.includes(id))) {
+      return `messages.${i}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after`;
+    }
+  }
+  return undefined;
 }
 
 function error(res: ServerResponse, status: number, type: string, message: string, headers: Record<string, string> = {}): void {
@@ -108,7 +134,7 @@ async function whole(res: ServerResponse, answer: FakeAnswer): Promise<void> {
   const { fault } = answer;
   if (fault === 'no_message_stop' || typeof fault === 'object') return error(res, 500, 'api_error', 'fake: that fault exists only in a stream');
   res.writeHead(200, { 'content-type': 'application/json', 'request-id': 'req_fake_1' });
-  const json = JSON.stringify(message(answer.stopReason, answer.stopDetails, answer.usage, [...thinkingBlock(answer), textBlock(answer)]));
+  const json = JSON.stringify(message(answer.stopReason, answer.stopDetails, answer.usage, [...thinkingBlock(answer), ...textBlocks(answer), ...toolUseBlocks(answer)]));
   if (fault === 'hang') {
     res.flushHeaders();
     return;
@@ -132,7 +158,10 @@ function message(stopReason: string | null, stopDetails: FakeAnswer['stopDetails
 }
 
 const thinkingBlock = (answer: FakeAnswer) => (answer.thinking === undefined ? [] : [{ type: 'thinking', thinking: answer.thinking, signature: 'sig' }]);
-const textBlock = (answer: FakeAnswer) => ({ type: 'text', text: answer.text.join(''), citations: null });
+/** An answer of only tool calls has no text block. */
+const textBlocks = (answer: FakeAnswer) => (answer.text.length === 0 ? [] : [{ type: 'text', text: answer.text.join(''), citations: null }]);
+const toolUseBlocks = (answer: FakeAnswer) =>
+  (answer.toolUses ?? []).map(({ id, name, input }) => ({ type: 'tool_use', id, name, input, caller: { type: 'direct' } }));
 
 /** The documented event flow: message_start, content blocks (start, deltas, stop), message_delta, message_stop. */
 async function stream(res: ServerResponse, answer: FakeAnswer): Promise<void> {
@@ -150,18 +179,26 @@ async function stream(res: ServerResponse, answer: FakeAnswer): Promise<void> {
     send('content_block_stop', { index });
     index++;
   }
-  send('content_block_start', { index, content_block: { type: 'text', text: '', citations: null } });
   send('ping', {});
-  for (const text of answer.text) {
-    if (answer.gapMs) await new Promise((resolve) => setTimeout(resolve, answer.gapMs));
-    send('content_block_delta', { index, delta: { type: 'text_delta', text } });
+  if (answer.text.length > 0) {
+    send('content_block_start', { index, content_block: { type: 'text', text: '', citations: null } });
+    for (const text of answer.text) {
+      if (answer.gapMs) await new Promise((resolve) => setTimeout(resolve, answer.gapMs));
+      send('content_block_delta', { index, delta: { type: 'text_delta', text } });
+    }
   }
   const { fault } = answer;
   if (fault === 'hang') return;
   if (fault === 'cut') return cut(res, ': the connection drops here\n\n');
   if (fault === 'garbled') return void res.end('event: content_block_delta\ndata: {"type":"content_block_delta","index":\n\n');
   if (typeof fault === 'object') return void res.end(`event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: fault.errorEvent, message: 'Overloaded' } })}\n\n`);
-  send('content_block_stop', { index });
+  if (answer.text.length > 0) send('content_block_stop', { index: index++ });
+  for (const use of answer.toolUses ?? []) {
+    // The block starts with an empty input; its JSON text follows in fragments.
+    send('content_block_start', { index, content_block: { type: 'tool_use', id: use.id, name: use.name, input: {}, caller: { type: 'direct' } } });
+    for (const partial_json of use.json ?? [JSON.stringify(use.input)]) send('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json } });
+    send('content_block_stop', { index: index++ });
+  }
   const delta = { stop_reason: answer.stopReason, stop_sequence: null, stop_details: answer.stopDetails ?? null, container: null };
   send('message_delta', { delta, usage: { input_tokens: null, cache_creation_input_tokens: null, cache_read_input_tokens: null, output_tokens } });
   if (fault !== 'no_message_stop') send('message_stop', {});

@@ -7,9 +7,15 @@ import type { AddressInfo } from 'node:net';
  * (ai.google.dev/api/generate-content). Each request plays `script`, or fails with `failure` when one is set.
  */
 export type Step =
-  | { text: string }
+  /** Text of candidate `candidate` (0 when absent; more than one when the request asks `candidateCount`). */
+  | { text: string; candidate?: number }
+  /**
+   * A function call, whole (the Gemini API streams no partial arguments), as a part of its own; the first of a
+   * candidate carries a thought signature, as Gemini 3 models send one.
+   */
+  | { call: { name: string; args: Record<string, unknown>; id?: string }; candidate?: number }
   /** Ends the candidate with this `finishReason` (STOP, MAX_TOKENS, SAFETY, ...); CONTINUATION comes with a token. */
-  | { finish: string; continuationToken?: string }
+  | { finish: string; continuationToken?: string; candidate?: number }
   /** The running usage so far, as Google sends it on a chunk. */
   | { usage: UsageMetadata }
   /** Refuses the prompt: `promptFeedback.blockReason`, and no candidates. */
@@ -91,6 +97,8 @@ export async function startFakeGemini(): Promise<FakeGemini> {
     });
     if (req.method !== 'POST' || !route) return fail(res, googleError(404, 'NOT_FOUND', `no route ${req.url}`));
     if (fake.failure) return fail(res, fake.failure);
+    const invalid = unsigned(body);
+    if (invalid) return fail(res, googleError(400, 'INVALID_ARGUMENT', invalid));
     if (route[2] === 'generateContent') return whole(res, fake.script, route[1] ?? '');
     // Without `alt=sse` Google streams one JSON array instead, which the SDK never asks for.
     if (new URLSearchParams(route[3] ?? '').get('alt') !== 'sse') return fail(res, googleError(400, 'INVALID_ARGUMENT', 'this fake streams SSE only'));
@@ -113,32 +121,69 @@ function fail(res: ServerResponse, failure: Failure): void {
     .end(JSON.stringify({ error: failure.error }));
 }
 
-/** One GenerateContentResponse being built; what a `text` step starts and later steps add to. */
+/**
+ * Gemini 3's rule on replayed function calls: "Function call is missing a thought_signature in functionCall parts"
+ * (400) when the first call of a model turn has no signature (ai.google.dev/gemini-api/docs/thought-signatures).
+ */
+function unsigned(body: any): string | undefined {
+  for (const [i, content] of (body?.contents ?? []).entries()) {
+    const first = (content.parts ?? []).find((part: any) => part.functionCall);
+    if (content.role === 'model' && first && !first.thoughtSignature) {
+      return `Function call is missing a thought_signature in functionCall parts. Additional data, function call \`default_api:${first.functionCall.name}\`, position ${i}.`;
+    }
+  }
+  return undefined;
+}
+
+/** One candidate of a response: its parts so far, and how it ended. */
+interface Candidate {
+  parts: object[];
+  finishReason?: string;
+  continuationToken?: string;
+}
+
+/** One GenerateContentResponse being built; what a `text` or `call` step starts and later steps add to. */
 class Chunk {
-  text: string | undefined;
-  finishReason: string | undefined;
-  continuationToken: string | undefined;
+  readonly candidates = new Map<number, Candidate>();
   usage: UsageMetadata | undefined;
   blockReason: string | undefined;
+  /** Candidates whose first call has gone out (in this answer), so later ones carry no signature. */
+  constructor(private readonly signed = new Set<number>()) {}
+
+  candidate(index = 0): Candidate {
+    let candidate = this.candidates.get(index);
+    if (!candidate) this.candidates.set(index, (candidate = { parts: [] }));
+    return candidate;
+  }
 
   add(step: Step): void {
-    if ('finish' in step) {
-      this.finishReason = step.finish;
-      this.continuationToken = step.continuationToken;
-    }
-    else if ('usage' in step) this.usage = step.usage;
+    if ('text' in step) {
+      const parts = this.candidate(step.candidate).parts as Array<{ text?: string }>;
+      const last = parts.at(-1);
+      if (last?.text !== undefined) last.text += step.text;
+      else parts.push({ text: step.text });
+    } else if ('call' in step) {
+      const index = step.candidate ?? 0;
+      const signature = this.signed.has(index) ? {} : { thoughtSignature: 'c2lnbmF0dXJl' };
+      this.signed.add(index);
+      this.candidate(index).parts.push({ functionCall: step.call, ...signature });
+    } else if ('finish' in step) {
+      const candidate = this.candidate(step.candidate);
+      candidate.finishReason = step.finish;
+      candidate.continuationToken = step.continuationToken;
+    } else if ('usage' in step) this.usage = step.usage;
     else if ('blocked' in step) this.blockReason = step.blocked;
   }
 
   json(model: string): object {
-    const candidate = {
-      ...(this.text !== undefined ? { content: { parts: [{ text: this.text }], role: 'model' } } : {}),
-      ...(this.finishReason ? { finishReason: this.finishReason } : {}),
-      ...(this.continuationToken ? { continuationToken: this.continuationToken } : {}),
-      index: 0,
-    };
+    const candidates = [...this.candidates].map(([index, c]) => ({
+      ...(c.parts.length > 0 ? { content: { parts: c.parts, role: 'model' } } : {}),
+      ...(c.finishReason ? { finishReason: c.finishReason } : {}),
+      ...(c.continuationToken ? { continuationToken: c.continuationToken } : {}),
+      index,
+    }));
     return {
-      ...(this.blockReason ? { promptFeedback: { blockReason: this.blockReason } } : { candidates: [candidate] }),
+      ...(this.blockReason ? { promptFeedback: { blockReason: this.blockReason } } : { candidates }),
       ...(this.usage ? { usageMetadata: this.usage } : {}),
       modelVersion: model,
       responseId: 'fake-response',
@@ -150,6 +195,7 @@ class Chunk {
 async function stream(res: ServerResponse, script: Step[], model: string): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream' });
   let pending: Chunk | undefined;
+  const signed = new Set<number>();
   // Resolves once the chunk is handed to the socket, so that a cut after it comes after it on the wire too.
   const flush = async () => {
     const chunk = pending;
@@ -157,12 +203,12 @@ async function stream(res: ServerResponse, script: Step[], model: string): Promi
     if (chunk) await new Promise<void>((resolve) => res.write(`data: ${JSON.stringify(chunk.json(model))}\r\n\r\n`, () => resolve()));
   };
   for (const step of script) {
-    if ('text' in step) {
+    if ('text' in step || 'call' in step) {
       await flush();
-      pending = new Chunk();
-      pending.text = step.text;
+      pending = new Chunk(signed);
+      pending.add(step);
     } else if ('finish' in step || 'usage' in step || 'blocked' in step) {
-      (pending ??= new Chunk()).add(step);
+      (pending ??= new Chunk(signed)).add(step);
     } else {
       await flush();
       if ('gate' in step) await step.gate;
@@ -180,8 +226,7 @@ async function stream(res: ServerResponse, script: Step[], model: string): Promi
 async function whole(res: ServerResponse, script: Step[], model: string): Promise<void> {
   const answer = new Chunk();
   for (const step of script) {
-    if ('text' in step) answer.text = (answer.text ?? '') + step.text;
-    else if ('gate' in step) await step.gate;
+    if ('gate' in step) await step.gate;
     else if ('cut' in step) return void res.destroy();
     else if ('garbage' in step) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"candidates": [');
     else if ('error' in step) return fail(res, { status: step.error.code, error: step.error });
