@@ -213,12 +213,17 @@ describe('access, from the route table', () => {
       expect(res.status).toBe(200);
       return { cookie: res.headers.get('set-cookie')!.split(';')[0]!, csrf: ((await res.json()) as { csrf_token: string }).csrf_token };
     };
-    const call = async (who: keyof typeof sessions | null, route: Route<unknown>, path: string) => {
-      const session = who ? sessions[who] : undefined;
+    type Session = (typeof sessions)[keyof typeof sessions];
+    const call = async (who: keyof typeof sessions | Session | null, route: Route<unknown>, path: string, extra: Record<string, string> = {}) => {
+      const session = typeof who === 'string' ? sessions[who] : (who ?? undefined);
       const body = route.method === 'PATCH' ? { is_active: true } : route.method === 'POST' ? {} : undefined;
       const res = await conformingFetch(service.url, `${service.url}${path}`, {
         method: route.method,
-        headers: { ...(session ? { cookie: session.cookie, 'x-csrf-token': session.csrf } : {}), ...(body ? { 'content-type': 'application/json' } : {}) },
+        headers: {
+          ...(session ? { cookie: session.cookie, 'x-csrf-token': session.csrf } : {}),
+          ...(body ? { 'content-type': 'application/json' } : {}),
+          ...extra,
+        },
         ...(body ? { body: JSON.stringify(body) } : {}),
       });
       const text = await res.text();
@@ -261,6 +266,27 @@ describe('access, from the route table', () => {
       for (const route of member) {
         expect((await call('operator', route, consolePath(route))).body.error?.code, label(route)).toBe('member_session_required');
       }
+    });
+
+    it('refuses every change from a foreign or a null Origin (403), with a valid session and CSRF token', async () => {
+      const changes = consoleTable.filter((r) => r.method !== 'GET');
+      expect(changes.length).toBeGreaterThan(0);
+      // Sessions of their own, and ids of nothing, so that a change let through alters no other test's fixtures.
+      const member = await signIn({ email: 'stranger@access.test', password: PASSWORD });
+      const operator = await signIn({ admin_token: service.adminToken });
+      for (const route of changes) {
+        const path = route.path.replace(/:([a-z_]+)/g, 'nothing_here');
+        for (const origin of ['null', 'https://evil.example']) {
+          const res = await call(route.who === 'operator' ? operator : member, route, path, { origin });
+          expect(res.status, `${label(route)} from ${origin}`).toBe(403);
+          expect(res.body.error, `${label(route)} from ${origin}`).toMatchObject({ type: 'permission_error', code: 'cross_origin_request' });
+        }
+      }
+      // The console's own origin passes the check (refused, if at all, for something else).
+      const same = await call(member, changes.find((r) => r.method === 'DELETE' && r.path === '/console/v1/keys/:key_id')!, '/console/v1/keys/nothing_here', {
+        origin: service.url,
+      });
+      expect(same.body.error?.code).not.toBe('cross_origin_request');
     });
 
     it("answers 404 to another organization's member for every id of the owner's, which the owner reads", async () => {

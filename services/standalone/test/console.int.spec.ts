@@ -280,6 +280,8 @@ describe('the console API (/console/v1) on a running service', () => {
       expect(page.status).toBe(200);
       expect(page.headers.get('content-type')).toMatch(/^text\/html/);
       expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+      // Under `no-referrer` a browser would send `Origin: null` on the page's changes, which the console API refuses.
+      expect(page.headers.get('referrer-policy')).toBe('same-origin');
       const html = await page.text();
       expect(html).toContain('<div id="root">');
       const script = /src="(\/dashboard\/assets\/[^"]+\.js)"/.exec(html)![1]!;

@@ -23,10 +23,15 @@ const wrongAudience = (who: ConsoleAudience) =>
         : "This operation acts on an organization's data: sign in as one of its members.",
   });
 
-/** A request whose `Origin` names another site is refused whatever it carries (a second line behind SameSite and CSRF). */
+/**
+ * A request whose `Origin` names another site is refused whatever it carries (a second line behind SameSite and
+ * CSRF). `Origin: null` is refused too: it is what a sandboxed frame, a `data:` or `file:` page, or a cross-site
+ * redirect sends, never the console's own page (served with `Referrer-Policy: same-origin`, under which a
+ * browser names the page's origin on its changes).
+ */
 function checkOrigin(req: Request) {
   const origin = req.headers.origin;
-  if (origin === undefined || origin === 'null' || SAFE_METHODS.has(req.method)) return;
+  if (origin === undefined || SAFE_METHODS.has(req.method)) return;
   let host: string;
   try {
     host = new URL(origin).host;
@@ -99,7 +104,8 @@ export function dashboardFiles(dir = dashboardDir()) {
   router.use((req, res, next) => {
     res.setHeader('Content-Security-Policy', CONTENT_SECURITY_POLICY);
     res.setHeader('X-Frame-Options', 'DENY');
-    res.setHeader('Referrer-Policy', 'no-referrer');
+    // Not `no-referrer`: under it a browser sends `Origin: null` on the page's own changes, which checkOrigin refuses.
+    res.setHeader('Referrer-Policy', 'same-origin');
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD');
       return sendError(res, new ApiError({ status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: `Method ${req.method} is not allowed on /dashboard.` }));
