@@ -1,4 +1,4 @@
-import type { ChatCompletion, ChatCompletionChunk, ChatSession, Usage } from '@oc/contracts';
+import { type ChatCompletion, type ChatCompletionChunk, type ChatSession, contentText, type StoredChatMessage, type Usage } from '@oc/contracts';
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { reason } from './client';
 import { CliError, type Command, integer, type List, listText, page, time } from './command';
@@ -80,10 +80,17 @@ export const CHAT_COMMANDS: Command[] = [
     async exec({ api, print }, [id]) {
       const session = await api.json<ChatSession>('GET', `/v1/chat/completions/${encodeURIComponent(id!)}`);
       print(session, () =>
-        [`${session.id}, started ${time(session.created_at)}`, ...session.messages.map((m) => `\n${m.role} (${time(m.created_at)}):\n${m.content}`)].join(
+        [`${session.id}, started ${time(session.created_at)}`, ...session.messages.map((m) => `\n${m.role} (${time(m.created_at)}):\n${transcriptText(m)}`)].join(
           '\n',
         ),
       );
     },
   },
 ];
+
+/** A stored message as text: its text parts, images as `[image]`, tool calls as `name(arguments)`. */
+function transcriptText(m: StoredChatMessage): string {
+  const parts = Array.isArray(m.content) ? m.content.map((p) => (p.type === 'text' ? p.text : '[image]')).join('') : contentText(m.content);
+  const calls = (m.tool_calls ?? []).map((c) => `${c.function.name}(${c.function.arguments})`);
+  return [m.tool_call_id ? `[result of ${m.tool_call_id}] ${parts}` : parts, ...calls].filter((t) => t !== '').join('\n');
+}

@@ -38,6 +38,8 @@ export type TheoryPosition = z.infer<typeof TheoryPositionSchema>;
 const StreamOptionsSchema = z.strictObject({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() }).nullish();
 const StopSchema = z.union([z.string().min(1), z.array(z.string().min(1)).min(1).max(4)]).nullish();
 
+const REFUSED = 'Not offered: any value but null is refused with 400 unsupported_parameter.';
+
 /** Most choices one request may ask for (`n`): each is generated and billed, and all are reserved for up front. */
 export const MAX_CHOICES = 8;
 
@@ -87,11 +89,11 @@ export const CreateChatCompletionBody = z
     /** `["text"]` is what every call gets; audio output is refused. */
     modalities: z.array(z.enum(['text', 'audio'])).max(2).nullish(),
     // Named so that their refusal names them (REFUSED_CHAT_PARAMETERS); any value but null is refused.
-    audio: z.unknown().optional(),
-    prediction: z.unknown().optional(),
-    web_search_options: z.unknown().optional(),
-    functions: z.unknown().optional(),
-    function_call: z.unknown().optional(),
+    audio: z.unknown().optional().describe(REFUSED),
+    prediction: z.unknown().optional().describe(REFUSED),
+    web_search_options: z.unknown().optional().describe(REFUSED),
+    functions: z.unknown().optional().describe(REFUSED),
+    function_call: z.unknown().optional().describe(REFUSED),
     session_id: z.string().min(1).max(200).optional(),
     'x-theory-position': TheoryPositionSchema.optional(),
   })

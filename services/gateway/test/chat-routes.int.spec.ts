@@ -202,14 +202,14 @@ describe("OpenAI's agent contract at the gateway", () => {
     const before = asked.length;
     const res = await post(body);
     expect(res.status).toBe(400);
-    expect((await res.json()).error).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_parameter', param });
+    expect(((await res.json()) as { error: unknown }).error).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_parameter', param });
     expect(asked.length).toBe(before);
   });
 
   it('refuses a named tool_choice that is not among the tools, naming tool_choice', async () => {
     const res = await post({ tools: [{ type: 'function', function: { name: 'a' } }], tool_choice: { type: 'function', function: { name: 'b' } } });
     expect(res.status).toBe(400);
-    expect((await res.json()).error).toMatchObject({ code: 'invalid_parameter', param: 'tool_choice' });
+    expect(((await res.json()) as { error: unknown }).error).toMatchObject({ code: 'invalid_parameter', param: 'tool_choice' });
   });
 
   it("passes tools, parts, tool turns and our own fields (session_id, x-theory-position) on to the chat service as they came", async () => {

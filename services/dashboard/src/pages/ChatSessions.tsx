@@ -1,4 +1,4 @@
-import type { ChatSession } from '@oc/contracts';
+import { type ChatSession, contentText, type StoredChatMessage } from '@oc/contracts';
 import { Link } from 'wouter';
 import { api } from '../api';
 import { when } from '../format';
@@ -48,10 +48,17 @@ function Transcript({ id }: { id: string }) {
             <p className="role">
               {m.role} <span className="muted">{when(m.created_at)}</span>
             </p>
-            <p className="content">{m.content}</p>
+            <p className="content">{transcriptText(m)}</p>
           </li>
         ))}
       </ol>
     </section>
   );
+}
+
+/** A stored message as text: its text parts, images as `[image]`, tool calls as `name(arguments)`. */
+function transcriptText(m: StoredChatMessage): string {
+  const parts = Array.isArray(m.content) ? m.content.map((p) => (p.type === 'text' ? p.text : '[image]')).join('') : contentText(m.content);
+  const calls = (m.tool_calls ?? []).map((c) => `${c.function.name}(${c.function.arguments})`);
+  return [m.tool_call_id ? `[result of ${m.tool_call_id}] ${parts}` : parts, ...calls].filter((t) => t !== '').join('\n');
 }
