@@ -86,6 +86,8 @@ export const VideoDeploymentSchema = z.object({
   sizes: z.array(z.enum(VIDEO_SIZES)).min(1).optional(),
   /** Seconds between polls of a running job. */
   poll_interval_ms: z.int().positive().optional(),
+  /** Whether it takes an `input_reference` image (image-to-video); its model's known default when absent. */
+  image_input: z.boolean().optional(),
   /** What the provider charges us, USD per second of video. */
   cost: z.object({ per_second: z.number().nonnegative() }).optional(),
 });

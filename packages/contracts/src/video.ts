@@ -29,13 +29,54 @@ const Prompt = z.string().min(10).max(500);
 /** Which model ids exist is the video service's to say (the spec's and its catalog's): the gateway checks the form only. */
 const VideoModelId = PublicModelIdSchema;
 
-export const CreateVideoBody = z.strictObject({
+/** The image types an `input_reference` may be, as its first bytes tell them (never as the client names them). */
+export const VIDEO_REFERENCE_TYPES = ['image/jpeg', 'image/png', 'image/webp'] as const;
+export type VideoReferenceType = (typeof VIDEO_REFERENCE_TYPES)[number];
+
+/**
+ * The largest `input_reference` image. It travels inline, as base64, in one message to the video service (NATS
+ * carries 1 MiB by default) and on to the provider (Replicate advises data URLs under 1 MB), and fits in the
+ * 1 MiB request body.
+ */
+export const VIDEO_REFERENCE_MAX_BYTES = 512 * 1024;
+
+/**
+ * OpenAI's JSON form of `input_reference` (`{image_url}` or `{file_id}`); a multipart body may send the image as
+ * a file part instead. Which forms are taken is the gateway's to say (`docs/video.md`).
+ */
+export const InputReferenceParam = z.strictObject({ image_url: z.string().optional(), file_id: z.string().optional() });
+
+/** An `input_reference` image as the gateway hands it on: its bytes, checked to be of the type named. */
+export const VideoReferenceSchema = z.object({
+  content_type: z.enum(VIDEO_REFERENCE_TYPES),
+  data: z.base64().max(Math.ceil(VIDEO_REFERENCE_MAX_BYTES / 3) * 4),
+});
+export type VideoReference = z.infer<typeof VideoReferenceSchema>;
+
+/** What the video's stream records of its image: never the bytes, which stay in the file store. */
+export const VideoReferenceRecordSchema = z.object({
+  content_type: z.enum(VIDEO_REFERENCE_TYPES),
+  bytes: z.int().positive().max(VIDEO_REFERENCE_MAX_BYTES),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+});
+export type VideoReferenceRecord = z.infer<typeof VideoReferenceRecordSchema>;
+
+const CreateVideoFields = {
   model: VideoModelId,
   prompt: Prompt,
   seconds: z.enum(VIDEO_SECONDS, { error: "seconds must be '4', '8' or '12' (a string)" }),
   size: z.enum(VIDEO_SIZES, { error: `size must be one of ${VIDEO_SIZES.join(', ')}` }),
+};
+
+/** The create's body as a client sends it; `input_reference` is the image to start from (image-to-video). */
+export const CreateVideoBody = z.strictObject({ ...CreateVideoFields, input_reference: InputReferenceParam.optional() });
+/** The same as a form (multipart/form-data), as OpenAI's SDKs send it: the image may be a file part. For the OpenAPI document. */
+export const CreateVideoForm = z.strictObject({
+  ...CreateVideoFields,
+  input_reference: z.union([z.file().max(VIDEO_REFERENCE_MAX_BYTES).mime([...VIDEO_REFERENCE_TYPES]), InputReferenceParam]).optional(),
 });
-export type CreateVideoRequest = z.infer<typeof CreateVideoBody>;
+/** What is generated: the body's fields, the image aside (it travels as a `VideoReference`). */
+export type CreateVideoRequest = Omit<z.infer<typeof CreateVideoBody>, 'input_reference'>;
 
 /** The spec's codes per parameter: `invalid_model`, `invalid_seconds`; a missing one is `missing_parameter`. */
 export const CREATE_VIDEO_CODES = {
@@ -131,7 +172,7 @@ const Caller = { org_id: z.string().min(1), mode: z.enum(['live', 'test']) };
 const VideoRef = { org_id: z.string().min(1), video_id: z.string().min(1) };
 
 export const VideoMessages = {
-  create: CreateVideoBody.extend({ ...Caller, idempotency_key: IdempotencyKeySchema.optional() }),
+  create: z.object({ ...CreateVideoFields, ...Caller, idempotency_key: IdempotencyKeySchema.optional(), input_reference: VideoReferenceSchema.optional() }),
   remix: RemixVideoBody.extend({ ...Caller, ...VideoRef, idempotency_key: IdempotencyKeySchema.optional() }),
   get: z.object(VideoRef),
   list: ListVideosQuery.extend({ org_id: z.string().min(1) }),
@@ -168,6 +209,8 @@ export const VideoEvents = {
     size: z.enum(VIDEO_SIZES),
     cost_micros: z.int().nonnegative(),
     remixed_from_video_id: z.string().nullable(),
+    /** The image it starts from, kept in the file store (absent in events written before images were taken). */
+    input_reference: VideoReferenceRecordSchema.nullish(),
     /** Milliseconds; `created` of the resource is its Unix second. */
     requested_at: z.int(),
     idempotency_key: z.string().nullable(),

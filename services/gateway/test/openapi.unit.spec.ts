@@ -62,6 +62,13 @@ describe('the OpenAPI document', () => {
     expect(sending.sort()).toEqual(['GET /console/v1/videos/{id}', 'GET /v1/videos/{id}', 'POST /v1/videos', 'POST /v1/videos/{id}/remix']);
   });
 
+  it('describes input_reference as an image file part of the form, or a data: URL in JSON', () => {
+    const doc = document() as any;
+    const { content } = doc.paths['/v1/videos'].post.requestBody;
+    expect(content['multipart/form-data'].schema.properties.input_reference.anyOf[0]).toMatchObject({ type: 'string', format: 'binary' });
+    expect(content['application/json'].schema.properties.input_reference.properties).toHaveProperty('image_url');
+  });
+
   it('lists the error statuses each operation may answer, and no catch-all', () => {
     const doc = document() as any;
     const errors = (path: string, method: string) => Object.keys(doc.paths[path][method].responses).filter((s) => s >= '400');

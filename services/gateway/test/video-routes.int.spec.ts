@@ -14,6 +14,8 @@ import { parseRange, videoRoutes } from '../src/transport/video-routes';
 /** A file larger than three chunks, served by a stand-in video service that counts the slices asked for. */
 const file = randomBytes(VIDEO_CONTENT_CHUNK_BYTES * 2 + 12_345);
 const reads: { offset: number; length: number }[] = [];
+/** What the gateway asked the video service to create. */
+const creates: any[] = [];
 /** A video as the video service answers it, in the given state. */
 const video = (id: string, status: 'queued' | 'in_progress' | 'completed' | 'failed') => ({
   id,
@@ -44,6 +46,7 @@ const services = {
         if (payload.video_id !== 'video_1') return fail(notFound('video_not_found', 'No video.'));
         return ok({ content_type: 'video/mp4', size: file.length } as T);
       case Subjects.video.create:
+        creates.push(payload);
         return ok({ video: video('video_new', 'queued'), poll_after_ms: 5_000 } as T);
       case Subjects.video.get:
         if (payload.video_id === 'video_running') return ok({ video: video(payload.video_id, 'in_progress'), poll_after_ms: 12_000 } as T);
@@ -139,6 +142,50 @@ describe('video reads through the gateway', () => {
     const missing = await read('video_gone');
     expect(missing.status).toBe(404);
     expect(missing.headers.get('openai-poll-after-ms')).toBeNull();
+  });
+});
+
+describe('input_reference on POST /v1/videos', () => {
+  const PNG = Buffer.concat([Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex'), Buffer.alloc(100, 1)]);
+  const fields = { model: 'video-2', prompt: 'A paper boat drifting down a rainy street', seconds: '4', size: '1280x720' };
+  const post = (body: FormData | string, json = false) =>
+    fetch(url.replace('/video_1/content', ''), {
+      method: 'POST',
+      headers: { authorization: `Bearer oc_live_${'A'.repeat(43)}`, ...(json ? { 'content-type': 'application/json' } : {}) },
+      body,
+    }).then(async (res) => ({ status: res.status, body: (await res.json()) as any }));
+  const form = (reference?: (form: FormData) => void) => {
+    const f = new FormData();
+    for (const [name, value] of Object.entries(fields)) f.set(name, value);
+    reference?.(f);
+    return f;
+  };
+
+  it('takes the image as a file part or a data: URL, typed by its bytes, and hands it on as base64', async () => {
+    creates.length = 0;
+    // Declared as JPEG: what counts is what its bytes are.
+    expect((await post(form((f) => f.set('input_reference', new Blob([PNG], { type: 'image/jpeg' }), 'ref.jpg')))).status).toBe(200);
+    expect((await post(form((f) => f.set('input_reference[image_url]', `data:image/png;base64,${PNG.toString('base64')}`)))).status).toBe(200);
+    expect((await post(JSON.stringify({ ...fields, input_reference: { image_url: `data:image/png;base64,${PNG.toString('base64')}` } }), true)).status).toBe(200);
+    expect(creates.map((c) => c.input_reference)).toEqual(Array(3).fill({ content_type: 'image/png', data: PNG.toString('base64') }));
+    expect(creates[0]).toMatchObject({ ...fields, org_id: 'org_1', mode: 'live' });
+  });
+
+  it.each([
+    ['an https URL, which is never fetched', (f: FormData) => f.set('input_reference[image_url]', 'https://example.com/a.png'), 'unsupported_parameter', 'input_reference.image_url'],
+    ['a file id', (f: FormData) => f.set('input_reference[file_id]', 'file_123'), 'unsupported_parameter', 'input_reference.file_id'],
+    ['a file that is no image', (f: FormData) => f.set('input_reference', new Blob(['GIF89a…'], { type: 'image/png' }), 'a.png'), 'invalid_parameter', 'input_reference'],
+    ['an empty file', (f: FormData) => f.set('input_reference', new Blob([]), 'a.png'), 'invalid_parameter', 'input_reference'],
+    ['an image over 512 KiB', (f: FormData) => f.set('input_reference', new Blob([PNG, Buffer.alloc(512 * 1024)]), 'a.png'), 'invalid_parameter', 'input_reference'],
+    ['a data: URL that is not base64', (f: FormData) => f.set('input_reference[image_url]', 'data:image/png,not-base64'), 'invalid_parameter', 'input_reference.image_url'],
+    ['two images', (f: FormData) => (f.append('input_reference', new Blob([PNG]), 'a.png'), f.append('input_reference', new Blob([PNG]), 'b.png')), 'invalid_parameter', 'input_reference'],
+    ['a file under another name', (f: FormData) => f.set('reference_image', new Blob([PNG]), 'a.png'), 'unsupported_parameter', 'reference_image'],
+  ])('refuses %s with 400, naming the parameter, asking the video service nothing', async (_, add, code, param) => {
+    creates.length = 0;
+    const refused = await post(form(add));
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toMatchObject({ type: 'invalid_request_error', code, param });
+    expect(creates).toEqual([]);
   });
 });
 

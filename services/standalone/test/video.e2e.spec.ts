@@ -1,5 +1,6 @@
-import OpenAI from 'openai';
+import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { solidPng } from '../../video/test/png';
 import { httpReceiver } from '../../webhook/test/support';
 import { clientFor } from './client';
 import { conformingFetch, conformingSdkFetch } from './conformance';
@@ -155,18 +156,29 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       expect(await h.balance(key)).toMatchObject({ available: 10, reserved: 0 });
     });
 
-    it('accepts multipart/form-data with the same fields, and refuses file parts and other content types', async () => {
+    it('accepts multipart/form-data with the same fields, an image file only as input_reference, and refuses other content types', async () => {
       const { key } = await customer(10);
       const form = new FormData();
       for (const [name, value] of Object.entries(body())) form.set(name, String(value));
       const res = await conformingFetch(service.url, `${service.url}/v1/videos`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
       expect(res.status).toBe(200);
-      expect(await res.json()).toMatchObject({ status: 'queued', model: 'video-2', seconds: '4' });
+      const first = (await res.json()) as any;
+      expect(first).toMatchObject({ status: 'queued', model: 'video-2', seconds: '4' });
 
       form.set('input_reference', new Blob([new Uint8Array([1, 2, 3])], { type: 'image/png' }), 'ref.png');
-      const withFile = await conformingFetch(service.url, `${service.url}/v1/videos`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
-      expect(withFile.status).toBe(400);
-      expect(((await withFile.json()) as any).error).toMatchObject({ code: 'unsupported_parameter', param: 'input_reference' });
+      const notAnImage = await conformingFetch(service.url, `${service.url}/v1/videos`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
+      expect(notAnImage.status).toBe(400);
+      expect(((await notAnImage.json()) as any).error).toMatchObject({ code: 'invalid_parameter', param: 'input_reference' });
+      const remixForm = new FormData();
+      remixForm.set('prompt', PROMPT);
+      remixForm.set('input_reference', new Blob([solidPng(8, 8, [0, 0, 0])], { type: 'image/png' }), 'ref.png');
+      const remixFile = await conformingFetch(service.url, `${service.url}/v1/videos/${first.id}/remix`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}` },
+        body: remixForm,
+      });
+      expect(remixFile.status).toBe(400);
+      expect(((await remixFile.json()) as any).error).toMatchObject({ code: 'unsupported_parameter', param: 'input_reference' });
 
       const text = await h.api().call('POST', '/v1/videos', { token: key, rawBody: 'model=video-2', contentType: 'text/plain' });
       expect(text.status).toBe(415);
@@ -410,7 +422,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
   });
 
   describe('with the official openai SDK', () => {
-    it('creates, retrieves, lists, downloads, remixes and deletes', async () => {
+    it('creates (from an image too), retrieves, lists, downloads, remixes and deletes', async () => {
       const { key } = await customer(10);
       const client = new OpenAI({ apiKey: key, baseURL: `${service.url}/v1`, maxRetries: 0 , fetch: conformingSdkFetch(service.url) });
       const video = await client.videos.create({ model: 'video-2' as never, prompt: PROMPT, seconds: '4', size: '1280x720' });
@@ -439,6 +451,23 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       const content = await client.videos.downloadContent(video.id);
       const bytes = Buffer.from(await content.arrayBuffer());
       expect(bytes.subarray(4, 8).toString('latin1')).toBe('ftyp');
+      // image-to-video, as the SDK sends it: the image as a file part, or OpenAI's {image_url} with a data: URL.
+      const png = solidPng(64, 36, [30, 90, 200]);
+      const fromFile = await client.videos.create({ model: 'video-2' as never, prompt: PROMPT, seconds: '4', size: '1280x720', input_reference: await toFile(png, 'ref.png', { type: 'image/png' }) });
+      const fromUrl = await client.videos.create({
+        model: 'video-2' as never,
+        prompt: PROMPT,
+        seconds: '4',
+        size: '1280x720',
+        input_reference: { image_url: `data:image/png;base64,${png.toString('base64')}` },
+      });
+      await h.eventually(async () => {
+        for (const made of [fromFile, fromUrl]) expect((await client.videos.retrieve(made.id)).status).toBe('completed');
+      });
+      const [fileClip, urlClip] = await Promise.all([fromFile, fromUrl].map(async (v) => Buffer.from(await (await client.videos.downloadContent(v.id)).arrayBuffer())));
+      expect(fileClip!.subarray(4, 8).toString('latin1')).toBe('ftyp');
+      expect(fileClip).toEqual(urlClip);
+      expect(fileClip).not.toEqual(bytes);
       const remix = await client.videos.remix(video.id, { prompt: 'The boat sails into the sunset' });
       expect(remix).toMatchObject({ status: 'queued', remixed_from_video_id: video.id });
       expect(await client.videos.delete(remix.id)).toEqual({ id: remix.id, object: 'video.deleted', deleted: true });

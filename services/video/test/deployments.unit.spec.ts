@@ -61,6 +61,38 @@ describe('the built-in video catalog', () => {
   });
 });
 
+describe('image-to-video (input_reference)', () => {
+  it('is declared by the known models that take an image, and refused naming input_reference where none does', () => {
+    const { deployments, routing: veo } = routing({ GEMINI_API_KEY: 'g-x' });
+    expect(deployments['video-2'][0]!.imageTypes).toEqual(['image/jpeg', 'image/png']);
+    expect(veo.unsupported({ model: 'video-2', seconds: '8', size: '1280x720', imageType: 'image/png' })).toBeUndefined();
+    expect(veo.unsupported({ model: 'video-2', seconds: '8', size: '1280x720', imageType: 'image/webp' })).toBe('input_reference');
+    // The simulator takes every type it is given.
+    expect(routing({}).routing.unsupported({ model: 'video-2', seconds: '4', size: '1280x720', imageType: 'image/webp' })).toBeUndefined();
+    const legacyUpstream = videoDeployments(undefined, VideoConfigSchema.parse({ VIDEO_PROVIDER: 'openai', VIDEO_UPSTREAM_API_KEY: 'sk-x' }), {});
+    expect(legacyUpstream['video-2'][0]!.imageTypes).toEqual([]);
+  });
+
+  it('follows the catalog: image_input false takes a capable model out, true vouches for one we know nothing of', async () => {
+    const file = join(await mkdtemp(join(tmpdir(), 'oc-catalog-')), 'models.yaml');
+    await writeFile(
+      file,
+      [
+        'models:',
+        '  video-2:',
+        '    deployments:',
+        '      - { id: veo, provider: gemini, model: veo-3.1-fast-generate-preview, image_input: false }',
+        '      - { id: reseller, provider: openai, model: sora-2, base_url: "https://videos.example.com/v1", image_input: true }',
+      ].join('\n'),
+    );
+    const deployments = videoDeployments(readCatalogFile(file), VideoConfigSchema.parse({ VIDEO_UPSTREAM_API_KEY: 'sk-x' }), { GEMINI_API_KEY: 'g-x' });
+    expect(deployments['video-2'].map((d) => [d.id, d.imageTypes])).toEqual([
+      ['veo', []],
+      ['reseller', ['image/jpeg', 'image/png']],
+    ]);
+  });
+});
+
 describe('a catalog file', () => {
   const write = async (text: string) => {
     const file = join(await mkdtemp(join(tmpdir(), 'oc-catalog-')), 'models.yaml');

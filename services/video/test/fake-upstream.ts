@@ -10,6 +10,8 @@ export interface UpstreamJob {
   status: 'queued' | 'in_progress' | 'completed' | 'failed';
   progress: number;
   error: { code: string; message: string } | null;
+  /** The `input_reference` file part, as it arrived. */
+  inputReference?: { type: string; bytes: Buffer };
 }
 
 /**
@@ -26,7 +28,11 @@ export async function startFakeUpstream(apiKey: string, content: Buffer) {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const form = await new Response(Buffer.concat(chunks), { headers: { 'content-type': req.headers['content-type'] ?? '' } }).formData();
-    return Object.fromEntries([...form.entries()].map(([k, v]) => [k, String(v)]));
+    const reference = form.get('input_reference');
+    return {
+      fields: Object.fromEntries([...form.entries()].filter(([, v]) => typeof v === 'string').map(([k, v]) => [k, String(v)])),
+      reference: reference instanceof Blob ? { type: reference.type, bytes: Buffer.from(await reference.arrayBuffer()) } : undefined,
+    };
   };
   const videoObject = (job: UpstreamJob) => ({
     id: job.id,
@@ -55,7 +61,7 @@ export async function startFakeUpstream(apiKey: string, content: Buffer) {
       return send(401, { error: { type: 'invalid_request_error', code: 'invalid_api_key', message: 'Incorrect API key provided.' } });
     }
     if (req.method === 'POST' && url.pathname === '/v1/videos') {
-      const form = await readForm(req);
+      const { fields: form, reference } = await readForm(req);
       if (refuseNextCreate) {
         const refusal = refuseNextCreate;
         refuseNextCreate = null;
@@ -70,6 +76,7 @@ export async function startFakeUpstream(apiKey: string, content: Buffer) {
         status: 'queued',
         progress: 0,
         error: null,
+        ...(reference ? { inputReference: reference } : {}),
       };
       jobs.set(job.id, job);
       return send(200, videoObject(job));

@@ -75,6 +75,32 @@ describe('FalVideoProvider against a local fake of fal’s queue API', () => {
     }
   });
 
+  it("submits a job with an input_reference to the endpoint's image-to-video sibling, the image as a data URI, and polls it on the same app", async () => {
+    const jpeg = Buffer.from('ffd8ffe000104a464946', 'hex');
+    fal.plan({ completeAfterPolls: 1 });
+    const adapter = provider({ model: FAST });
+    const start = await adapter.start(job({ image: { data: jpeg, contentType: 'image/jpeg' } }), T0);
+    if ('status' in start) throw new Error('refused');
+    expect(submits().map(({ path, body }) => ({ path, body }))).toEqual([
+      {
+        path: '/fal-ai/bytedance/seedance/v1/pro/fast/image-to-video',
+        body: { prompt: PROMPT, duration: '8', ...FRAMES['1280x720'], image_url: `data:image/jpeg;base64,${jpeg.toString('base64')}` },
+      },
+    ]);
+    expect(await adapter.poll(job(), start, T0 + 5_000)).toMatchObject({ status: 'in_progress' });
+    expect(await adapter.poll(job(), start, T0 + 10_000)).toEqual({ status: 'completed' });
+    // Veo on fal too, with its own sibling.
+    await provider({ model: 'fal-ai/veo3.1/fast' }).start(job({ seconds: '4', image: { data: jpeg, contentType: 'image/jpeg' } }), T0);
+    expect(submits().at(-1)!.path).toBe('/fal-ai/veo3.1/fast/image-to-video');
+  });
+
+  it('refuses an input_reference for an endpoint without an image-to-video sibling, before sending anything', async () => {
+    const png = Buffer.from('89504e470d0a1a0a', 'hex');
+    const refused = await providerError(provider({ model: 'bytedance/seedance-2.0/fast/text-to-video' }).start(job({ size: '720x1280', image: { data: png, contentType: 'image/png' } }), T0));
+    expect(refused.kind).toBe('request');
+    expect(submits()).toEqual([]);
+  });
+
   it('writes a Veo length with its unit', async () => {
     const veo = provider({ model: 'fal-ai/veo3.1/fast' });
     await veo.start(job({ seconds: '4', size: '720x1280' }), T0);

@@ -67,6 +67,19 @@ describe('GeminiVeoProvider against a fake Gemini API, through @google/genai', (
     });
   });
 
+  it('starts from an input_reference image, sent inline as instances[0].image with its type', async () => {
+    const png = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
+    const started = await provider().start(job({ image: { data: png, contentType: 'image/png' } }), T0);
+    expect(started).toEqual({ upstreamId: `models/${MODEL}/operations/op1`, startedAt: T0 });
+    expect(fake.requests[0]!.body).toMatchObject({
+      instances: [{ prompt: 'A lighthouse in a storm at night', image: { bytesBase64Encoded: png.toString('base64'), mimeType: 'image/png' } }],
+    });
+    // Without one, the instance is the prompt alone.
+    await provider().start(job(), T0);
+    expect(fake.requests[1]!.body).toMatchObject({ instances: [{ prompt: 'A lighthouse in a storm at night' }] });
+    expect((fake.requests[1]!.body as { instances: object[] }).instances[0]).not.toHaveProperty('image');
+  });
+
   it('reports rising progress while the operation runs, then completion, then the very bytes the provider served', async () => {
     const p = provider();
     const started = await startWith({ kind: 'video', polls: 2 });

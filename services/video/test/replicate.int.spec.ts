@@ -91,6 +91,25 @@ describe('ReplicateVideoProvider through the replicate SDK against a local Repli
     expect(request!.body).toEqual({ input: EXPECTED_INPUT[model]!(job().prompt, seconds, size) });
   });
 
+  it.each([
+    [FAST, 'image'],
+    [PRO, 'start_image'],
+  ])('starts %s from an input_reference image, sent as a data URL in %s', async (model, field) => {
+    const png = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
+    const result = await provider({ model }).start(job({ image: { data: png, contentType: 'image/png' } }), T0);
+    expect(result).toEqual({ upstreamId: expect.any(String), startedAt: T0 });
+    expect(apiRequests()[0]!.body).toEqual({
+      input: { ...EXPECTED_INPUT[model]!(job().prompt, job().seconds, job().size), [field]: `data:image/png;base64,${png.toString('base64')}` },
+    });
+  });
+
+  it('refuses an image type the model does not take, before sending anything', async () => {
+    const webp = Buffer.from('524946460000000057454250', 'hex');
+    const refused = await providerError(provider({ model: PRO }).start(job({ image: { data: webp, contentType: 'image/webp' } }), T0));
+    expect(refused.kind).toBe('request');
+    expect(apiRequests()).toEqual([]);
+  });
+
   it('runs a prediction to completion: rising progress, then the MP4 bytes the provider served', async () => {
     const adapter = provider();
     fake.plan({ outcome: 'succeed', afterPolls: 3 });

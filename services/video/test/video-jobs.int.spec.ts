@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import { createVideo } from '../src/app';
 import { VideoConfigSchema } from '../src/config';
 import { startFakeS3 } from './fake-s3';
 import { startFakeUpstream } from './fake-upstream';
+import { solidPng } from './png';
 import { expectedPresignedSignature } from './sigv4';
 
 /** Billing as the video service sees it: reservations idempotent on their id, with failures on demand. */
@@ -274,6 +276,37 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     await runDue();
     expect(await read(simulated.id)).toMatchObject({ video: { status: 'in_progress' }, poll_after_ms: 5_000 });
     expect(service.withPollAfter(simulated, 'test').poll_after_ms).toBe(5_000);
+  });
+
+  it('starts a video from its input_reference on a deployment that takes images, keeping the bytes out of the stream and dropping them once submitted', async () => {
+    const catalog = join(dataDir, 'models.yaml');
+    await writeFile(
+      catalog,
+      [
+        'models:',
+        '  video-2:',
+        '    deployments:',
+        '      - { id: text-only, provider: openai, model: sora-2, base_url: "' + upstream.url + '" }',
+        '      - { id: with-images, provider: openai, model: sora-2-i2v, base_url: "' + upstream.url + '", weight: 0, image_input: true }',
+      ].join('\n'),
+    );
+    const { service } = await start({ MODELS_FILE: catalog, VIDEO_UPSTREAM_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator' });
+    const png = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.alloc(64, 7)]);
+    const created = await service.create({ ...request, input_reference: { content_type: 'image/png', data: png.toString('base64') } });
+    const referenceFile = join(dataDir, 'upstream', 'org_1', `${created.id}.ref`);
+    expect(await readFile(referenceFile)).toEqual(png);
+    await runDue();
+    // Only the deployment that takes images was asked, and it got the very bytes as OpenAI's file part.
+    expect(upstreamJob()).toMatchObject({ model: 'sora-2-i2v', inputReference: { type: 'image/png', bytes: png } });
+    await expect(stat(referenceFile)).rejects.toMatchObject({ code: 'ENOENT' });
+    const stored = JSON.stringify(await stores.store.readStream(`video-${created.id}`));
+    expect(stored).not.toContain(png.toString('base64'));
+    expect(stored).toContain(createHash('sha256').update(png).digest('hex'));
+    // A type no deployment takes is refused before anything is held.
+    const webp = Buffer.from('524946460000000057454250', 'hex');
+    const refused = await service.create({ ...request, input_reference: { content_type: 'image/webp', data: webp.toString('base64') } }).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'input_reference' });
+    expect(billing.reserved.size).toBe(1);
   });
 
   it('refuses a length no deployment of the model makes with 400 unsupported_parameter, before anything is held', async () => {
@@ -612,6 +645,26 @@ describe('video jobs on the simulator', () => {
     const names = (await readdir(join(dataDir, 'renders'))).filter((n) => n.endsWith(`.${ext}`));
     return names.map((n) => join(dataDir, 'renders', n));
   };
+
+  it("makes a video that starts from an input_reference of the image itself, the same clip for the same image, and a test key's too", async () => {
+    const { service } = await start();
+    const image = solidPng(64, 36, [200, 40, 40]);
+    const input_reference = { content_type: 'image/png' as const, data: image.toString('base64') };
+    const first = await service.create({ ...request, input_reference });
+    const second = await service.create({ ...request, mode: 'test', input_reference });
+    const plain = await service.create(request);
+    await runDue();
+    for (const video of [first, second, plain]) expect((await retrieve(video.id)).status).toBe('completed');
+    const [a, b, c] = await Promise.all([first, second, plain].map((v) => readFile(temporaryFile(v.id, 'mp4'))));
+    expect(a!.subarray(4, 8).toString('latin1')).toBe('ftyp');
+    expect(a).toEqual(b);
+    expect(a).not.toEqual(c);
+    const [still, plainStill] = await Promise.all([readFile(temporaryFile(first.id, 'webp')), readFile(temporaryFile(plain.id, 'webp'))]);
+    expect(still.toString('latin1', 8, 12)).toBe('WEBP');
+    expect(still).not.toEqual(plainStill);
+    // Submitted, the image itself is gone from the file store.
+    await expect(stat(join(dataDir, 'upstream', 'org_1', `${first.id}.ref`))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
 
   it('completes a zero-duration job in the step that starts it, without the clock moving, with every event', async () => {
     const { service } = await start();

@@ -25,6 +25,7 @@ const queue = (mode: 'live' | 'test' = 'live'): VideoCommand => ({
   size: '1280x720',
   costMicros: 400_000,
   remixedFromVideoId: null,
+  inputReference: null,
   idempotencyKey: null,
   requestHash: null,
   now: T0,

@@ -1,9 +1,8 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
-import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { parse as parseQuery } from 'node:querystring';
-import type { Duplex } from 'node:stream';
 import {
   ApiError,
   type Clock,
@@ -20,7 +19,6 @@ import {
 import type { ServiceClient } from '@oc/messaging';
 import { setHttpRoute } from '@oc/telemetry';
 import { Turns } from '../application/turns';
-import busboy from 'busboy';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import proxyAddr from 'proxy-addr';
 import typeIs from 'type-is';
@@ -32,13 +30,15 @@ import { anonymousWindow, DEFAULT_AUTH_FAILURES_PER_MINUTE, requestWindows } fro
 import type { ConsoleSessions } from '../application/console-sessions';
 import { consoleApi, dashboardFiles } from './console';
 import type { ConsoleRoute } from './console-routes';
+import { closeLingering } from './lingering-close';
+import { readMultipartBody } from './multipart';
 import { openApiDocument } from './openapi';
-import { nameRequest, newRequestId, noteOrganization, REQUEST_ID_HEADER, requestIdOf } from './request-id';
+import { nameRequest, noteOrganization, requestIdOf } from './request-id';
 import { compile, type Match, match, type Route, type RouteContext } from './routes';
 
 /** Bodies over this size are refused with 413 before they are read further. */
 export const MAX_BODY_BYTES = 1024 * 1024;
-/** A refused body declared up to this size is read and dropped before the connection is reused or closed. */
+/** A refused body declared up to this size is read and dropped, and its connection reused; a larger one's is closed, lingering. */
 const MAX_DRAINED_BODY_BYTES = 8 * MAX_BODY_BYTES;
 
 export interface GatewayDeps {
@@ -215,7 +215,7 @@ export async function run<P>(
     const body = !hasBody
       ? {}
       : route.body === 'json-or-multipart' && typeIs(req, ['multipart/form-data'])
-        ? await readMultipartBody(req)
+        ? await readMultipartBody(req, MAX_BODY_BYTES, tooLarge, route.files)
         : await readJsonBody(req, res);
     const ctx: RouteContext<P> = {
       req,
@@ -276,9 +276,9 @@ async function readJsonBody(req: IncomingMessage & { body?: unknown }, res: Serv
   if (length > MAX_BODY_BYTES) {
     // Refused before reading: body-parser would first read (or wait for) the whole declared body. Node then
     // reads the rest and drops it, so a client still sending gets to read this answer rather than a broken pipe
-    // (`fetch` fails with EPIPE when the connection closes under its upload). A body declared larger than that
-    // is not worth reading: its connection is closed at once.
-    if (length > MAX_DRAINED_BODY_BYTES) res.setHeader('Connection', 'close');
+    // (`fetch` fails with EPIPE when the connection closes under its upload), and the connection serves on. A
+    // body declared larger than that is not worth keeping the connection for: it closes, lingering.
+    if (length > MAX_DRAINED_BODY_BYTES) closeLingering(req, res);
     throw tooLarge();
   }
   if (!typeIs(req, ['application/json'])) {
@@ -300,50 +300,6 @@ const tooLarge = () =>
     code: 'request_too_large',
     message: `The request body exceeds the ${MAX_BODY_BYTES} byte limit.`,
   });
-
-/**
- * A multipart/form-data body as an object of its text fields (what OpenAI's SDK sends for forms), under
- * the same 1 MiB cap as JSON. File parts are refused: no route here takes an upload.
- */
-function readMultipartBody(req: IncomingMessage): Promise<Record<string, string>> {
-  return new Promise((resolve, reject) => {
-    let parser: busboy.Busboy;
-    try {
-      parser = busboy({ headers: req.headers, limits: { fieldSize: MAX_BODY_BYTES, fields: 100 } });
-    } catch {
-      reject(invalidRequest('invalid_body', 'The multipart body could not be read (missing boundary?).'));
-      return;
-    }
-    const fields: Record<string, string> = {};
-    let received = 0;
-    let failed = false;
-    const fail = (error: ApiError) => {
-      if (failed) return;
-      failed = true;
-      req.unpipe(parser);
-      req.resume();
-      reject(error);
-    };
-    req.on('data', (chunk: Buffer) => {
-      received += chunk.length;
-      if (received > MAX_BODY_BYTES) fail(tooLarge());
-    });
-    parser.on('field', (name, value, info) => {
-      if (info.valueTruncated) fail(tooLarge());
-      else fields[name] = value;
-    });
-    parser.on('file', (name, stream) => {
-      stream.resume();
-      fail(invalidRequest('unsupported_parameter', `File uploads are not supported ('${name}').`, name));
-    });
-    parser.on('fieldsLimit', () => fail(invalidRequest('invalid_body', 'Too many form fields.')));
-    parser.on('error', () => fail(invalidRequest('invalid_body', 'The multipart body could not be read.')));
-    parser.on('close', () => {
-      if (!failed) resolve(fields);
-    });
-    req.pipe(parser);
-  });
-}
 
 /** body-parser's errors carry a `type` and a status; map each to the spec's error body. */
 function bodyParserError(error: unknown, contentEncoding: string | undefined): ApiError | undefined {
@@ -473,52 +429,3 @@ function methodNotAllowed(res: ServerResponse, method: string, path: string, all
 const serviceUnavailableBody = () => ({
   error: { type: 'service_unavailable_error', message: 'Not ready.', code: 'service_unavailable' },
 });
-
-/** What Node's HTTP parser refuses before any route sees the request, in the spec's terms. */
-function clientErrorBody(code: string | undefined): { status: number; reason: string; body: ApiError } {
-  switch (code) {
-    case 'HPE_HEADER_OVERFLOW':
-      return {
-        status: 431,
-        reason: 'Request Header Fields Too Large',
-        body: new ApiError({
-          status: 431,
-          type: 'invalid_request_error',
-          code: 'request_header_fields_too_large',
-          message: 'The request line and headers exceed 16 KiB.',
-        }),
-      };
-    case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return {
-        status: 408,
-        reason: 'Request Timeout',
-        body: new ApiError({ status: 408, type: 'invalid_request_error', code: 'request_timeout', message: 'The request was not received in time.' }),
-      };
-    default:
-      return {
-        status: 400,
-        reason: 'Bad Request',
-        body: invalidRequest('malformed_request', 'The request is not valid HTTP/1.1 (its request line, headers or framing).'),
-      };
-  }
-}
-
-/**
- * Node answers requests its parser refuses (a URL over 16 KiB, control characters in a header, both
- * Content-Length and Transfer-Encoding) with an empty body; this answers them in the spec's shape, then
- * closes the connection, which cannot be trusted to frame another request.
- */
-export function answerClientErrors(server: Server): void {
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-    if (error.code === 'ECONNRESET' || !socket.writable) {
-      socket.destroy();
-      return;
-    }
-    const { status, reason, body } = clientErrorBody(error.code);
-    const json = JSON.stringify(body.toBody());
-    // Never reached a route, so never logged; the id still lets a client quote the answer.
-    socket.end(
-      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\n${REQUEST_ID_HEADER}: ${newRequestId()}\r\nConnection: close\r\n\r\n${json}`,
-    );
-  });
-}

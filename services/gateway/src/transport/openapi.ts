@@ -111,7 +111,7 @@ export function openApiDocument(version: string, v1: Route<unknown>[], admin: Ro
               required: true,
               content: {
                 'application/json': { schema: requestSchema },
-                ...(route.body === 'json-or-multipart' ? { 'multipart/form-data': { schema: requestSchema } } : {}),
+                ...(route.body === 'json-or-multipart' ? { 'multipart/form-data': { schema: doc?.form ? schemaOf(doc.form, 'input') : requestSchema } } : {}),
               },
             },
           }

@@ -13,7 +13,7 @@ export interface RouteContext<P = KeyPrincipal> {
   principal: P;
   params: Record<string, string>;
   query: Record<string, unknown>;
-  /** The parsed JSON body; `{}` when the request had none. */
+  /** The parsed JSON or form body (a form's file parts as `UploadedFile`s); `{}` when the request had none. */
   body: unknown;
   services: ServiceClient;
   /** For windows only known during the call, e.g. chat tokens per day (`chatTokenWindow`). */
@@ -32,10 +32,14 @@ export interface Route<P = KeyPrincipal> {
   chat?: boolean;
   /** Body formats accepted (default JSON only); multipart is for clients such as OpenAI's SDK that send forms. */
   body?: 'json' | 'json-or-multipart';
+  /** The file parts a multipart body may carry, by name (each read whole, within the body's cap). */
+  files?: readonly string[];
   /** For the OpenAPI document: what the route does and the contracts of its body, query and answer. */
   doc?: {
     summary: string;
     request?: z.ZodType;
+    /** The request as a form, where it differs from the JSON body (file parts). */
+    form?: z.ZodType;
     query?: z.ZodType;
     response?: z.ZodType;
     /** Media types a success may have besides JSON (an event stream, a file). */

@@ -2,6 +2,7 @@ import {
   ApiError,
   CREATE_VIDEO_CODES,
   CreateVideoBody,
+  CreateVideoForm,
   DeletedVideoSchema,
   IdempotencyKeySchema,
   invalidRequest,
@@ -19,6 +20,7 @@ import {
   type VideoRead,
   VideoSchema,
 } from '@oc/contracts';
+import { takeInputReference } from './input-reference';
 import type { Route, RouteContext } from './routes';
 
 /** `Idempotency-Key` as Stripe defines it; absent means every POST creates a new video. */
@@ -121,16 +123,21 @@ export function videoRoutes(): Route[] {
       path: '/v1/videos',
       scope: 'video:write',
       body: 'json-or-multipart',
+      files: ['input_reference'],
       doc: {
-        summary: 'Create a video job (JSON or multipart/form-data; Idempotency-Key honoured)',
+        summary: 'Create a video job (JSON or multipart/form-data, input_reference an image file part or a data: URL; Idempotency-Key honoured)',
         request: CreateVideoBody,
+        form: CreateVideoForm,
         response: VideoSchema,
         idempotent: true,
         errors: [402, 422],
         headers: POLL_AFTER,
       },
-      handle: (ctx) =>
-        readVideo(ctx, Subjects.video.create, { ...parseOrThrow(CreateVideoBody, ctx.body, CREATE_VIDEO_CODES), ...caller(ctx), ...idempotencyKey(ctx) }),
+      handle: (ctx) => {
+        const { body, reference } = takeInputReference(ctx.body);
+        const request = parseOrThrow(CreateVideoBody, body, CREATE_VIDEO_CODES);
+        return readVideo(ctx, Subjects.video.create, { ...request, ...(reference ? { input_reference: reference } : {}), ...caller(ctx), ...idempotencyKey(ctx) });
+      },
     },
     {
       method: 'GET',

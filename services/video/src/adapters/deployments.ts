@@ -5,20 +5,22 @@ import {
   videoModelsOf,
   usdToMicros,
   VIDEO_MODELS,
+  VIDEO_REFERENCE_TYPES,
   VIDEO_SECONDS,
   VIDEO_SIZES,
   type VideoDeploymentEntry,
   type VideoModel,
   type VideoProviderName,
+  type VideoReferenceType,
   type VideoSeconds,
   type VideoSize,
 } from '@oc/contracts';
 import { deploymentBaseUrl, deploymentKey, type Environment } from '@oc/routing';
 import type { VideoProvider } from '../application/ports';
-import { FAL_VIDEO_DEFAULTS, falVideoCapabilities } from './fal-models';
-import { GEMINI_VEO_VIDEO_DEFAULTS, geminiVeoAccepts, geminiVeoVideoCapabilities } from './gemini-veo-models';
+import { FAL_VIDEO_DEFAULTS, falImageTypes, falVideoCapabilities } from './fal-models';
+import { GEMINI_VEO_VIDEO_DEFAULTS, geminiVeoAccepts, geminiVeoImageTypes, geminiVeoVideoCapabilities } from './gemini-veo-models';
 import { OpenAiVideoProvider } from './openai-provider';
-import { REPLICATE_VIDEO_DEFAULTS, replicateVideoCapabilities } from './replicate-models';
+import { REPLICATE_VIDEO_DEFAULTS, replicateImageTypes, replicateVideoCapabilities } from './replicate-models';
 
 /** One deployment of a video model, resolved: its key is in memory here and nowhere else. */
 export interface VideoDeploymentConfig {
@@ -34,6 +36,8 @@ export interface VideoDeploymentConfig {
   rpm?: number | undefined;
   seconds: VideoSeconds[];
   sizes: VideoSize[];
+  /** The `input_reference` images it takes (image-to-video); none for text only. */
+  imageTypes: readonly VideoReferenceType[];
   costPerSecondUsd: number;
 }
 
@@ -44,6 +48,7 @@ export interface VideoTarget {
   sizes: ReadonlySet<VideoSize>;
   /** Whether it makes this length at this size: some models make their larger sizes only at some lengths. */
   accepts(seconds: VideoSeconds, size: VideoSize): boolean;
+  imageTypes: ReadonlySet<VideoReferenceType>;
   costMicrosPerSecond: number;
   /** How often its running jobs are polled. */
   pollIntervalMs: number;
@@ -53,12 +58,16 @@ type KnownProvider = 'gemini' | 'fal' | 'replicate';
 interface ProviderDefaults {
   defaults: Record<SpecVideoModel, { model: string; seconds: readonly string[]; sizes: readonly string[]; cost_per_second_usd: number }>;
   capabilities(model: string): { seconds: string[]; sizes: string[] } | undefined;
+  imageTypes(model: string): readonly VideoReferenceType[];
 }
 const PROVIDERS: Record<KnownProvider, ProviderDefaults> = {
-  gemini: { defaults: GEMINI_VEO_VIDEO_DEFAULTS, capabilities: geminiVeoVideoCapabilities },
-  fal: { defaults: FAL_VIDEO_DEFAULTS, capabilities: falVideoCapabilities },
-  replicate: { defaults: REPLICATE_VIDEO_DEFAULTS, capabilities: replicateVideoCapabilities },
+  gemini: { defaults: GEMINI_VEO_VIDEO_DEFAULTS, capabilities: geminiVeoVideoCapabilities, imageTypes: geminiVeoImageTypes },
+  fal: { defaults: FAL_VIDEO_DEFAULTS, capabilities: falVideoCapabilities, imageTypes: falImageTypes },
+  replicate: { defaults: REPLICATE_VIDEO_DEFAULTS, capabilities: replicateVideoCapabilities, imageTypes: replicateImageTypes },
 };
+
+/** What an operator's `image_input: true` stands for where we know nothing of the model: the images every provider documents. */
+const COMMON_IMAGE_TYPES: readonly VideoReferenceType[] = ['image/jpeg', 'image/png'];
 
 const ALL = { seconds: [...VIDEO_SECONDS], sizes: [...VIDEO_SIZES] };
 const only = <T extends string>(values: readonly string[], allowed: readonly T[]) => allowed.filter((v) => values.includes(v));
@@ -117,6 +126,8 @@ function builtIn(model: SpecVideoModel, legacy: LegacyUpstream, env: Environment
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
       pollIntervalMs: legacy.VIDEO_UPSTREAM_POLL_MS,
       ...ALL,
+      // An OpenAI-compatible reseller may or may not take OpenAI's input_reference: a catalog entry says so.
+      imageTypes: [],
       costPerSecondUsd: 0,
     });
   }
@@ -135,6 +146,7 @@ function builtIn(model: SpecVideoModel, legacy: LegacyUpstream, env: Environment
       pollIntervalMs: legacy.VIDEO_UPSTREAM_POLL_MS,
       seconds: only(defaults.seconds, VIDEO_SECONDS),
       sizes: only(defaults.sizes, VIDEO_SIZES),
+      imageTypes: PROVIDERS[provider].imageTypes(defaults.model),
       costPerSecondUsd: defaults.cost_per_second_usd,
     });
   }
@@ -153,12 +165,22 @@ const simulator = (pollIntervalMs: number): VideoDeploymentConfig => ({
   requestTimeoutMs: REQUEST_TIMEOUT_MS,
   pollIntervalMs,
   ...ALL,
+  imageTypes: VIDEO_REFERENCE_TYPES,
   costPerSecondUsd: 0,
 });
 
 function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, legacy: LegacyUpstream, env: Environment): VideoDeploymentConfig {
   const pollMs = legacy.VIDEO_UPSTREAM_POLL_MS;
-  if (entry.provider === 'simulator') return { ...simulator(entry.poll_interval_ms ?? pollMs), id: entry.id, weight: entry.weight, seconds: entry.seconds ?? ALL.seconds, sizes: entry.sizes ?? ALL.sizes };
+  if (entry.provider === 'simulator') {
+    return {
+      ...simulator(entry.poll_interval_ms ?? pollMs),
+      id: entry.id,
+      weight: entry.weight,
+      seconds: entry.seconds ?? ALL.seconds,
+      sizes: entry.sizes ?? ALL.sizes,
+      ...(entry.image_input === false ? { imageTypes: [] } : {}),
+    };
+  }
   // An OpenAI-compatible video upstream is a reseller's, not OpenAI's: its key and base URL default to VIDEO_UPSTREAM_*.
   const reseller = entry.provider === 'openai';
   const named = entry.api_key_env !== undefined || entry.api_key_file !== undefined;
@@ -173,6 +195,8 @@ function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, legac
   if (!seconds || !sizes) {
     throw new Error(`MODELS_FILE: deployment '${entry.id}' of ${publicModel}: ${entry.provider} model '${entry.model}' is not one we know; list its \`seconds\` and \`sizes\``);
   }
+  const knownImages = entry.provider === 'openai' ? [] : PROVIDERS[entry.provider].imageTypes(entry.model);
+  const imageTypes = entry.image_input === undefined ? knownImages : entry.image_input ? (knownImages.length > 0 ? knownImages : COMMON_IMAGE_TYPES) : [];
   const knownCost = entry.provider === 'openai' ? undefined : Object.values(PROVIDERS[entry.provider].defaults).find((d) => d.model === entry.model)?.cost_per_second_usd;
   return {
     id: entry.id,
@@ -187,6 +211,7 @@ function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, legac
     rpm: entry.rpm,
     seconds,
     sizes,
+    imageTypes,
     costPerSecondUsd: entry.cost?.per_second ?? knownCost ?? 0,
   };
 }
@@ -201,6 +226,7 @@ export function videoTarget(config: VideoDeploymentConfig, simulatorProvider: Vi
     seconds,
     sizes,
     accepts: (s, z) => seconds.has(s) && sizes.has(z) && combination(s, z),
+    imageTypes: new Set(config.imageTypes),
     costMicrosPerSecond: usdToMicros(config.costPerSecondUsd),
     pollIntervalMs: config.pollIntervalMs,
   };

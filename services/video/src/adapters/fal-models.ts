@@ -1,4 +1,4 @@
-import type { VideoSeconds, VideoSize } from '@oc/contracts';
+import type { VideoReferenceType, VideoSeconds, VideoSize } from '@oc/contracts';
 
 /** The fal endpoints this adapter can write input for: data only, so that routing does not load fal's client. */
 
@@ -37,6 +37,12 @@ export interface Endpoint {
   family: Family;
   seconds: readonly VideoSeconds[];
   sizes: readonly VideoSize[];
+  /**
+   * Its image-to-video sibling, which takes the same input plus `image_url`; a job with an image is submitted
+   * there. Status and result are asked on the owner and app only (`{owner}/{app}/requests/{id}`), which the two
+   * share, so the job is polled as any other.
+   */
+  imageToVideo?: string;
 }
 
 /**
@@ -46,18 +52,36 @@ export interface Endpoint {
  */
 export const ENDPOINTS = new Map<string, Endpoint>([
   // duration "2".."12", resolution 480p/720p/1080p.
-  ['fal-ai/bytedance/seedance/v1/pro/fast/text-to-video', { family: 'seedance', seconds: EVERY_LENGTH, sizes: EVERY_SIZE }],
-  ['fal-ai/bytedance/seedance/v1/pro/text-to-video', { family: 'seedance', seconds: EVERY_LENGTH, sizes: EVERY_SIZE }],
+  [
+    'fal-ai/bytedance/seedance/v1/pro/fast/text-to-video',
+    { family: 'seedance', seconds: EVERY_LENGTH, sizes: EVERY_SIZE, imageToVideo: 'fal-ai/bytedance/seedance/v1/pro/fast/image-to-video' },
+  ],
+  [
+    'fal-ai/bytedance/seedance/v1/pro/text-to-video',
+    { family: 'seedance', seconds: EVERY_LENGTH, sizes: EVERY_SIZE, imageToVideo: 'fal-ai/bytedance/seedance/v1/pro/image-to-video' },
+  ],
   // duration "4".."12", resolution 480p/720p/1080p.
-  ['fal-ai/bytedance/seedance/v1.5/pro/text-to-video', { family: 'seedance', seconds: EVERY_LENGTH, sizes: EVERY_SIZE }],
+  [
+    'fal-ai/bytedance/seedance/v1.5/pro/text-to-video',
+    { family: 'seedance', seconds: EVERY_LENGTH, sizes: EVERY_SIZE, imageToVideo: 'fal-ai/bytedance/seedance/v1.5/pro/image-to-video' },
+  ],
   // duration "auto" or "4".."15", resolution 480p/720p only:
   // https://fal.ai/models/bytedance/seedance-2.0/fast/text-to-video/llms.txt
   ['bytedance/seedance-2.0/fast/text-to-video', { family: 'seedance', seconds: EVERY_LENGTH, sizes: SIZES_720P }],
   // duration "4s"/"6s"/"8s", resolution 720p/1080p. fal's schema names no tie between 1080p and a length (Google's
   // own API allows 1080p at 8 s only); unconfirmed on fal.
-  ['fal-ai/veo3.1', { family: 'veo', seconds: ['4', '8'], sizes: EVERY_SIZE }],
-  ['fal-ai/veo3.1/fast', { family: 'veo', seconds: ['4', '8'], sizes: EVERY_SIZE }],
+  ['fal-ai/veo3.1', { family: 'veo', seconds: ['4', '8'], sizes: EVERY_SIZE, imageToVideo: 'fal-ai/veo3.1/image-to-video' }],
+  ['fal-ai/veo3.1/fast', { family: 'veo', seconds: ['4', '8'], sizes: EVERY_SIZE, imageToVideo: 'fal-ai/veo3.1/fast/image-to-video' }],
 ]);
+
+/**
+ * What images an endpoint with an image-to-video sibling takes. The image goes inline as a data URL in `image_url`
+ * ("Models also accept base64-encoded data URIs": https://docs.fal.ai/documentation/model-apis/fal-cdn), so no
+ * upload to fal's CDN is made; JPEG and PNG only, WebP not being claimed for these endpoints.
+ */
+export function falImageTypes(model: string): readonly VideoReferenceType[] {
+  return ENDPOINTS.get(model)?.imageToVideo ? ['image/jpeg', 'image/png'] : [];
+}
 
 /** Seedance takes the bare number as a string ("8"), Veo the number with its unit ("8s"). */
 export const DURATION: Record<Family, (seconds: VideoSeconds) => string> = {

@@ -184,9 +184,9 @@ export class FalVideoProvider implements VideoProvider {
   }
 
   async start(job: GenerationJob, now: number): Promise<StartedGeneration | UpstreamFailure> {
-    const input = this.input(job);
+    const { endpoint, input } = this.input(job);
     try {
-      const queued = Queued.parse(await this.fal.queue.submit(this.options.model, { input, abortSignal: this.deadline() }));
+      const queued = Queued.parse(await this.fal.queue.submit(endpoint, { input, abortSignal: this.deadline() }));
       return { upstreamId: queued.request_id, startedAt: now };
     } catch (error) {
       const refusal = refusedAtSubmission(error);
@@ -220,14 +220,20 @@ export class FalVideoProvider implements VideoProvider {
     }
   }
 
-  /** fal's input for this job, or a request-kind ProviderError before anything is sent. */
-  private input(job: GenerationJob): Record<string, string> {
+  /**
+   * The endpoint and fal's input for this job, or a request-kind ProviderError before anything is sent. A job with
+   * an image goes to the endpoint's image-to-video sibling, the image inline as a data URL in `image_url`.
+   */
+  private input(job: GenerationJob): { endpoint: string; input: Record<string, string> } {
     const { model } = this.options;
     const endpoint = ENDPOINTS.get(model);
     if (!endpoint) throw refusedRequest(`The fal endpoint ${model} is not one a job can be mapped onto.`);
     if (!endpoint.seconds.includes(job.seconds)) throw refusedRequest(`seconds ${job.seconds} is not offered by ${model}.`);
     if (!endpoint.sizes.includes(job.size)) throw refusedRequest(`size ${job.size} is not offered by ${model}.`);
-    return { prompt: job.prompt, duration: DURATION[endpoint.family](job.seconds), ...FRAMES[job.size] };
+    const input = { prompt: job.prompt, duration: DURATION[endpoint.family](job.seconds), ...FRAMES[job.size] };
+    if (!job.image) return { endpoint: model, input };
+    if (!endpoint.imageToVideo) throw refusedRequest(`${model} has no image-to-video endpoint for an input_reference.`);
+    return { endpoint: endpoint.imageToVideo, input: { ...input, image_url: `data:${job.image.contentType};base64,${job.image.data.toString('base64')}` } };
   }
 
   private async queueState(started: StartedGeneration, now: number): Promise<z.infer<typeof QueueState>['status']> {

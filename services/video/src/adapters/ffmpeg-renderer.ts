@@ -15,9 +15,20 @@ const clipArgs = (size: VideoSize, seconds: VideoSeconds, video: string, thumbna
   ...['-frames:v', '1', '-c:v', 'libwebp', thumbnail],
 ];
 
+/** A clip of an input_reference image held still for the length asked, cropped to fill the size, and its first frame. */
+const imageClipArgs = (image: string, size: VideoSize, seconds: VideoSeconds, video: string, thumbnail: string) => {
+  const [width, height] = size.split('x');
+  return [
+    ...['-hide_banner', '-loglevel', 'error', '-y', '-loop', '1', '-framerate', '8', '-t', seconds, '-i', image],
+    ...['-filter_complex', `[0:v]scale=${width}:${height}:force_original_aspect_ratio=increase,crop=${width}:${height},setsar=1,split=2[v][t]`],
+    ...['-map', '[v]', '-c:v', 'libx264', '-preset', 'ultrafast', '-crf', '35', '-pix_fmt', 'yuv420p', '-movflags', '+faststart', video],
+    ...['-map', '[t]', '-frames:v', '1', '-c:v', 'libwebp', thumbnail],
+  ];
+};
+
 /** Part of every cached file's name: a change of encoding settings renders anew instead of serving old files. */
 const RENDER_VERSION = createHash('sha256')
-  .update(JSON.stringify([ffmpeg.version, clipArgs('1280x720', '4', 'v', 't')]))
+  .update(JSON.stringify([ffmpeg.version, clipArgs('1280x720', '4', 'v', 't'), imageClipArgs('i', '1280x720', '4', 'v', 't')]))
   .digest('hex')
   .slice(0, 8);
 
@@ -138,6 +149,36 @@ export class FfmpegRenderer implements Renderer {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  }
+
+  async imageClip(image: Buffer, size: VideoSize, seconds: VideoSeconds): Promise<RenderedClip> {
+    const digest = createHash('sha256').update(image).digest('hex');
+    const files = this.imageClipFiles(digest, size, seconds);
+    const kept = await this.onDisk(files);
+    if (kept) return kept;
+    await mkdir(this.options.cacheDir, { recursive: true });
+    const scratch = await mkdtemp(join(this.options.cacheDir, '.render-'));
+    try {
+      const input = join(scratch, 'image');
+      const video = join(scratch, 'clip.mp4');
+      const thumbnail = join(scratch, 'clip.webp');
+      await writeFile(input, image);
+      await this.run(imageClipArgs(input, size, seconds, video, thumbnail), 'normal');
+      await rename(thumbnail, files.thumbnail);
+      await rename(video, files.video);
+    } finally {
+      await rm(scratch, { recursive: true, force: true });
+    }
+    return { ...files, bytes: (await stat(files.video)).size };
+  }
+
+  async renderedImageClip(digest: string, size: VideoSize, seconds: VideoSeconds): Promise<RenderedClip | null> {
+    return this.onDisk(this.imageClipFiles(digest, size, seconds));
+  }
+
+  private imageClipFiles(digest: string, size: VideoSize, seconds: VideoSeconds) {
+    const base = join(this.options.cacheDir, `image-${digest}-${size}-${seconds}s-${RENDER_VERSION}`);
+    return { video: `${base}.mp4`, thumbnail: `${base}.webp` };
   }
 
   forget(size: VideoSize, seconds: VideoSeconds): void {

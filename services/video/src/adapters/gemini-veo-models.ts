@@ -1,4 +1,4 @@
-import type { VideoSeconds, VideoSize } from '@oc/contracts';
+import type { VideoReferenceType, VideoSeconds, VideoSize } from '@oc/contracts';
 
 /** The Veo models the Gemini API serves as our video models: data only, so that routing does not load Google's SDK. */
 
@@ -39,6 +39,16 @@ export const GEMINI_VEO_VIDEO_DEFAULTS = {
 export const CAPABILITIES: Record<string, { seconds: readonly string[]; sizes: readonly string[] }> = Object.fromEntries(
   Object.values(GEMINI_VEO_VIDEO_DEFAULTS).map((d) => [d.model, { seconds: d.seconds, sizes: d.sizes }]),
 );
+
+/**
+ * Veo 3.1 starts a video from an image ("generate a video from an image", https://ai.google.dev/gemini-api/docs/video),
+ * sent inline as `instances[0].image` {bytesBase64Encoded, mimeType} (the Gemini API request @google/genai builds:
+ * generateVideosParametersToMldev and imageToMldev in its src/converters/_models_converters.ts). Google's examples
+ * name image/png and image/jpeg; WebP is not claimed.
+ */
+export function geminiVeoImageTypes(model: string): readonly VideoReferenceType[] {
+  return CAPABILITIES[model] ? ['image/jpeg', 'image/png'] : [];
+}
 
 /** What an upstream Veo model can make, of our lengths and sizes; undefined for a model not known here. */
 export function geminiVeoVideoCapabilities(model: string): { seconds: string[]; sizes: string[] } | undefined {

@@ -178,7 +178,10 @@ export class GeminiVeoProvider implements VideoProvider {
     }
   }
 
-  /** The request Veo documents: `instances[0].prompt`, the rest in `parameters`; audio is always generated. */
+  /**
+   * The request Veo documents: `instances[0].prompt`, and the image to start from inline as `instances[0].image`
+   * (`bytesBase64Encoded`, `mimeType`), the rest in `parameters`; audio is always generated.
+   */
   private requestBody(job: GenerationJob) {
     const { aspectRatio, resolution } = SHAPES[job.size];
     if (this.capabilities) {
@@ -190,8 +193,9 @@ export class GeminiVeoProvider implements VideoProvider {
     }
     // personGeneration is left to Google's default: the guide listed a single accepted value for text-to-video
     // (not re-confirmed for 2026-11), so naming one could only add a way to be refused.
+    const image = job.image && { bytesBase64Encoded: job.image.data.toString('base64'), mimeType: job.image.contentType };
     return {
-      instances: [{ prompt: job.prompt }],
+      instances: [{ prompt: job.prompt, ...(image ? { image } : {}) }],
       parameters: { aspectRatio, resolution, durationSeconds: Number(job.seconds), sampleCount: 1 },
     };
   }

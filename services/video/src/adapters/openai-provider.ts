@@ -97,6 +97,8 @@ export class OpenAiVideoProvider implements VideoProvider {
     form.set('prompt', job.prompt);
     form.set('seconds', job.seconds);
     form.set('size', job.size);
+    // OpenAI's own form of an image to start from: a file part, which its SDKs send too.
+    if (job.image) form.set('input_reference', new Blob([job.image.data], { type: job.image.contentType }), `input_reference.${job.image.contentType.slice('image/'.length)}`);
     try {
       const video = await this.json<UpstreamVideo>(await this.call('/videos', { method: 'POST', body: form }));
       return { upstreamId: video.id, startedAt: now };

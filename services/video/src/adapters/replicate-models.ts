@@ -1,4 +1,4 @@
-import type { VideoSeconds, VideoSize } from '@oc/contracts';
+import type { VideoReferenceType, VideoSeconds, VideoSize } from '@oc/contracts';
 
 /**
  * The models we know how to ask, by input family. Schemas are each model's API page on replicate.com
@@ -45,6 +45,22 @@ export const REPLICATE_VIDEO_DEFAULTS = {
     cost_per_second_usd: 0.168,
   },
 } as const;
+
+/**
+ * The input that takes the first frame, and the images it takes: Seedance 2.0's `image` ("Input image for
+ * image-to-video generation (first frame)", types not stated, so JPEG and PNG) and Kling v3's `start_image`
+ * ("Supports .jpg/.jpeg/.png, max 10MB"), per the models' API pages. The image goes as a data URL, which
+ * Replicate takes for files under 1 MB (https://replicate.com/docs/topics/predictions/input-files).
+ */
+export const FIRST_FRAME = {
+  'seedance-2': { input: 'image', types: ['image/jpeg', 'image/png'] },
+  'kling-v3': { input: 'start_image', types: ['image/jpeg', 'image/png'] },
+} as const satisfies Record<ModelSpec['family'], { input: string; types: readonly VideoReferenceType[] }>;
+
+export function replicateImageTypes(model: string): readonly VideoReferenceType[] {
+  const spec = specOf(model);
+  return spec ? FIRST_FRAME[spec.family].types : [];
+}
 
 /** Which of our lengths and sizes a Replicate model can make exactly; undefined for a model we cannot map. */
 export function replicateVideoCapabilities(model: string): { seconds: string[]; sizes: string[] } | undefined {

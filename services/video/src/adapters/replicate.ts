@@ -3,7 +3,7 @@ import { ProviderError, providerHttpError, providerUnreachable, retryAfterMs } f
 import Replicate, { parseProgressFromLogs } from 'replicate';
 import { z } from 'zod';
 import type { GeneratedVideo, GenerationJob, StartedGeneration, UpstreamFailure, UpstreamStatus, VideoProvider } from '../application/ports';
-import { type ModelSpec, SHAPES, specOf } from './replicate-models';
+import { FIRST_FRAME, type ModelSpec, SHAPES, specOf } from './replicate-models';
 
 export interface ReplicateVideoOptions {
   /** `REPLICATE_API_TOKEN`. */
@@ -43,7 +43,11 @@ function inputFor(model: string, job: GenerationJob): Record<string, unknown> {
     throw cannotMake(`seconds: ${model} cannot make a ${job.seconds}-second video.`);
   }
   if (!(spec.sizes as readonly string[]).includes(job.size)) throw cannotMake(`size: ${model} cannot make ${job.size} videos.`);
-  return modelInput(spec, job);
+  if (!job.image) return modelInput(spec, job);
+  const frame = FIRST_FRAME[spec.family];
+  if (!(frame.types as readonly string[]).includes(job.image.contentType)) throw cannotMake(`input_reference: ${model} takes no ${job.image.contentType} image.`);
+  // A data URL, which Replicate takes in place of a file's URL: no upload to its files API is made.
+  return { ...modelInput(spec, job), [frame.input]: `data:${job.image.contentType};base64,${job.image.data.toString('base64')}` };
 }
 
 /** The part of Replicate's prediction object we rely on (https://replicate.com/docs/reference/http#predictions.get). */

@@ -1,6 +1,6 @@
 import type { VideoModel } from '@oc/contracts';
 import { type DeploymentPool, deploymentStatuses, ProviderError } from '@oc/routing';
-import type { GenerationJob, ServingDeployment, StartedGeneration, UpstreamFailure, VideoRouting } from '../application/ports';
+import type { GenerationJob, JobShape, ServingDeployment, StartedGeneration, UpstreamFailure, VideoRouting } from '../application/ports';
 import type { VideoTarget } from './deployments';
 
 /**
@@ -21,12 +21,13 @@ export class RoutedVideoProviders implements VideoRouting {
     return pool;
   }
 
-  unsupported(job: Pick<GenerationJob, 'model' | 'seconds' | 'size'>): 'seconds' | 'size' | undefined {
+  unsupported(job: JobShape): 'seconds' | 'size' | 'input_reference' | undefined {
     const specs = this.pool(job.model).specs;
     if (!specs.some((d) => d.target.seconds.has(job.seconds))) return 'seconds';
     if (!specs.some((d) => d.target.sizes.has(job.size))) return 'size';
     // Each is made somewhere, but not together.
     if (!specs.some((d) => d.target.accepts(job.seconds, job.size))) return 'size';
+    if (job.imageType && !specs.some((d) => takes(d.target, job))) return 'input_reference';
     return undefined;
   }
 
@@ -37,7 +38,7 @@ export class RoutedVideoProviders implements VideoRouting {
     const tried = new Set<string>();
     let last: unknown;
     for (;;) {
-      const acquired = pool.acquire((d) => d.target.accepts(job.seconds, job.size), tried);
+      const acquired = pool.acquire((d) => takes(d.target, { ...job, imageType: job.image?.contentType }), tried);
       if (!acquired.lease) {
         throw last ?? new ProviderError({ kind: 'retryable', message: `No deployment of ${job.model} can take a job now.`, detail: `all busy until ${acquired.retryAt}` });
       }
@@ -84,4 +85,9 @@ export class RoutedVideoProviders implements VideoRouting {
   statuses() {
     return Object.entries(this.pools).flatMap(([model, pool]) => deploymentStatuses(model, pool.stats()));
   }
+}
+
+/** Whether a deployment makes this length at this size, from this image when there is one. */
+function takes(target: VideoTarget, job: JobShape): boolean {
+  return target.accepts(job.seconds, job.size) && (job.imageType === undefined || target.imageTypes.has(job.imageType));
 }

@@ -1,5 +1,9 @@
+import { createHash } from 'node:crypto';
 import { VIDEO_FAILURE_CODES, type VideoFailureCode } from '@oc/contracts';
 import type { GeneratedVideo, GenerationJob, Renderer, StartedGeneration, UpstreamStatus, VideoProvider } from '../application/ports';
+
+/** Between the video id and the image's digest in the upstream id of a job that starts from an image. */
+const IMAGE_MARK = ':image:';
 
 /** `[sim:fail=<code>]` in a prompt makes the simulated job fail with that code (for tests and demos). */
 const FAIL_DIRECTIVE = /\[sim:fail=([a-z_]+)\]/;
@@ -25,7 +29,9 @@ const FAILURE_MESSAGES: Record<VideoFailureCode, string> = {
  * The embedded upstream: progress follows the injected clock from the start time recorded on the
  * video stream, so a job resumes where it was after a restart. A job is polled every `pollIntervalMs`,
  * and once more exactly when it is due to finish (or fail); with a duration of 0 it is finished as soon
- * as it has started. Completion serves the renderer's clip of that size and length.
+ * as it has started. Completion serves the renderer's clip of that size and length, or, for a job with an
+ * input_reference, a clip of that image (rendered when the job starts, kept under the image's digest, which the
+ * upstream id carries so that the job finds it again after a restart).
  */
 export class SimulatedProvider implements VideoProvider {
   readonly name = 'simulator';
@@ -35,7 +41,9 @@ export class SimulatedProvider implements VideoProvider {
   ) {}
 
   async start(job: GenerationJob, now: number): Promise<StartedGeneration> {
-    return { upstreamId: `sim_${job.videoId}`, startedAt: now };
+    if (!job.image) return { upstreamId: `sim_${job.videoId}`, startedAt: now };
+    await this.options.renderer.imageClip(job.image.data, job.size, job.seconds);
+    return { upstreamId: `sim_${job.videoId}${IMAGE_MARK}${createHash('sha256').update(job.image.data).digest('hex')}`, startedAt: now };
   }
 
   /** The next poll interval, or sooner when the job finishes (or fails) before that. */
@@ -57,7 +65,12 @@ export class SimulatedProvider implements VideoProvider {
     return { status: 'in_progress', progress: Math.floor(fraction * 100) };
   }
 
-  async download(job: GenerationJob): Promise<GeneratedVideo> {
-    return { kind: 'files', ...(await this.options.renderer.clip(job.size, job.seconds)) };
+  async download(job: GenerationJob, started: StartedGeneration): Promise<GeneratedVideo> {
+    const digest = started.upstreamId.split(IMAGE_MARK)[1];
+    if (digest === undefined) return { kind: 'files', ...(await this.options.renderer.clip(job.size, job.seconds)) };
+    const clip = await this.options.renderer.renderedImageClip(digest, job.size, job.seconds);
+    // The image itself is dropped once the job started: a clip removed from disk since cannot be made again.
+    if (!clip) throw new Error(`The simulator's clip of the input_reference image of ${job.videoId} is gone from disk`);
+    return { kind: 'files', ...clip };
   }
 }

@@ -5,7 +5,7 @@ import { distinctValues, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import { type ActiveVideo, NotJobOwner, settlementDue, type VideoCommand, videoDecider, type VideoState, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
-import type { Billing, FileStore, GeneratedVideo, GenerationJob, Renderer, Scheduler, ServingDeployment, VideoProvider, VideoRouting } from './ports';
+import type { Billing, FileStore, GeneratedVideo, GenerationJob, ReferenceImage, Renderer, Scheduler, ServingDeployment, VideoProvider, VideoRouting } from './ports';
 import { recordVideoEvents } from './telemetry';
 
 export interface JobTimings {
@@ -41,8 +41,11 @@ export interface JobDeps {
   permanentUrl(video: { orgId: string; videoId: string }): string;
 }
 
-export const fileKey = (video: { orgId: string; videoId: string }, variant: 'video' | 'thumbnail') =>
-  `${video.orgId}/${video.videoId}.${variant === 'video' ? 'mp4' : 'webp'}`;
+const EXTENSIONS = { video: 'mp4', thumbnail: 'webp', reference: 'ref' } as const;
+
+/** Where a video's files are: the MP4, its still, and the input_reference image it starts from (until submitted). */
+export const fileKey = (video: { orgId: string; videoId: string }, variant: keyof typeof EXTENSIONS) =>
+  `${video.orgId}/${video.videoId}.${EXTENSIONS[variant]}`;
 
 const RESUME_PAGE = 500;
 /** A create still unfinished this long after it began has died (its bus request timed out long before). */
@@ -189,7 +192,22 @@ export class VideoJobs {
     const creatorGone = state.creator !== null && state.owner !== state.creator;
     if (!creatorGone && now < state.queuedAt + ABANDONED_CREATE_MS) return this.track(state.videoId, state.queuedAt + ABANDONED_CREATE_MS);
     await this.apply(state.videoId, { type: 'RejectVideo', reason: 'abandoned' });
+    await this.dropReference(state);
     this.track(state.videoId);
+  }
+
+  /** The input_reference image, read back for a submission; null when it is gone from the file store. */
+  private async referenceImage(state: ActiveVideo): Promise<ReferenceImage | undefined | null> {
+    const reference = state.inputReference;
+    if (!reference) return undefined;
+    const key = fileKey(state, 'reference');
+    if ((await this.deps.temporary.size(key)) !== reference.bytes) return null;
+    return { data: await this.deps.temporary.read(key, 0, reference.bytes), contentType: reference.content_type };
+  }
+
+  /** Once a video is submitted, or will never be, its image is of no more use. */
+  private async dropReference(state: ActiveVideo): Promise<void> {
+    if (state.inputReference) await this.deps.temporary.remove(fileKey(state, 'reference'));
   }
 
   /** What the capture paid for: the deployment that generated it and what that cost us. */
@@ -248,7 +266,9 @@ export class VideoJobs {
     let started = state.upstream && { upstreamId: state.upstream.id, startedAt: state.upstream.startedAt };
     let deployment = state.upstream?.provider;
     if (!started || deployment === undefined) {
-      const answer = await this.submit(state, job, now);
+      const image = await this.referenceImage(state);
+      if (image === null) return this.fail(state, 'generation_failed', 'The input_reference image of this video could not be read back.');
+      const answer = await this.submit(state, { ...job, image }, now);
       if ('status' in answer) return this.fail(state, answer.code, answer.message);
       started = answer;
       deployment = answer.deployment;
@@ -258,6 +278,7 @@ export class VideoJobs {
         upstreamId: started.upstreamId,
         now: started.startedAt,
       });
+      await this.dropReference(state);
       const pollAt = this.adapterOf(state, deployment)!.nextPollAt(job, started, now);
       if (pollAt > now) return this.track(state.videoId, pollAt);
       if (running.status !== 'in_progress') return this.track(state.videoId);
@@ -312,6 +333,7 @@ export class VideoJobs {
 
   private async fail(state: ActiveVideo, code: VideoFailureCode, message: string): Promise<void> {
     await this.apply(state.videoId, { type: 'FailGeneration', code, message });
+    await this.dropReference(state);
     this.track(state.videoId);
   }
 

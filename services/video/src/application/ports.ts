@@ -1,4 +1,10 @@
-import type { DeploymentStatus, Reply, ServedUsage, VideoFailureCode, VideoModel, VideoSeconds, VideoSize } from '@oc/contracts';
+import type { DeploymentStatus, Reply, ServedUsage, VideoFailureCode, VideoModel, VideoReferenceType, VideoSeconds, VideoSize } from '@oc/contracts';
+
+/** The image a video starts from (image-to-video), its type told by its bytes. */
+export interface ReferenceImage {
+  data: Buffer;
+  contentType: VideoReferenceType;
+}
 
 /** What an upstream is asked to generate, and how it knows the job again after a restart. */
 export interface GenerationJob {
@@ -7,7 +13,12 @@ export interface GenerationJob {
   prompt: string;
   seconds: VideoSeconds;
   size: VideoSize;
+  /** Given to `start` only (the provider has it from then on): the image to start from, when there is one. */
+  image?: ReferenceImage | undefined;
 }
+
+/** A job's parameters that decide which deployments can take it. */
+export type JobShape = Pick<GenerationJob, 'model' | 'seconds' | 'size'> & { imageType?: VideoReferenceType | undefined };
 
 export interface StartedGeneration {
   upstreamId: string;
@@ -55,8 +66,8 @@ export interface ServingDeployment {
 
 /** Each public video model's deployments, chosen per job and failed over at submission. */
 export interface VideoRouting {
-  /** The parameter of a request that no deployment of its model can serve (`seconds`, `size`). */
-  unsupported(job: Pick<GenerationJob, 'model' | 'seconds' | 'size'>): 'seconds' | 'size' | undefined;
+  /** The parameter of a request that no deployment of its model can serve (`seconds`, `size`, its image). */
+  unsupported(job: JobShape): 'seconds' | 'size' | 'input_reference' | undefined;
   /**
    * Submits the job to one deployment that can serve it, failing over to the next on an outage; a refusal of the
    * job itself (its prompt) is the answer. Throws when every deployment failed or none may take it now.
@@ -121,6 +132,10 @@ export interface RenderedClip {
 export interface Renderer {
   /** The clip of this size and length; each is rendered once and kept. */
   clip(size: VideoSize, seconds: VideoSeconds): Promise<RenderedClip>;
+  /** A clip of an image (an input_reference), kept under the image's SHA-256 digest. */
+  imageClip(image: Buffer, size: VideoSize, seconds: VideoSeconds): Promise<RenderedClip>;
+  /** The image clip rendered earlier from the image of this digest; null when it is not on disk. */
+  renderedImageClip(digest: string, size: VideoSize, seconds: VideoSeconds): Promise<RenderedClip | null>;
   /** A WebP still of the first frame of an MP4 (an upstream's video). */
   thumbnail(mp4: Buffer): Promise<Buffer>;
   /** The clip's files turned out to be missing from disk: the next `clip` looks (and renders) again. */

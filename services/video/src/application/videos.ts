@@ -16,6 +16,7 @@ import {
   type VideoContentInfo,
   type VideoMessage,
   type VideoRead,
+  type VideoReferenceRecord,
   type VideoStatus,
   type DeploymentStatus,
 } from '@oc/contracts';
@@ -28,7 +29,7 @@ import { idempotencyKeyDecider, type IdempotencyKeyState, idempotencyKeyStream }
 import { type VideoCommand, videoDecider, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
 import { ABANDONED_CREATE_MS, fileKey, type JobTimings, type VideoJobs } from './jobs';
-import type { Billing, FileStore, VideoRouting } from './ports';
+import type { Billing, FileStore, ReferenceImage, VideoRouting } from './ports';
 import { recordVideoEvents } from './telemetry';
 
 export interface VideoServiceDeps {
@@ -103,7 +104,8 @@ export class VideoService {
 
   async create(m: VideoMessage<'create'>): Promise<Video> {
     const request: CreateVideoRequest = { model: m.model, prompt: m.prompt, seconds: m.seconds, size: m.size };
-    return this.createVideo(m, request, null);
+    const image = m.input_reference && { data: Buffer.from(m.input_reference.data, 'base64'), contentType: m.input_reference.content_type };
+    return this.createVideo(m, request, null, image);
   }
 
   async remix(m: VideoMessage<'remix'>): Promise<Video> {
@@ -114,6 +116,7 @@ export class VideoService {
     if (!this.serves(source.model)) {
       throw invalidRequest('invalid_model', `Video ${source._id} was made with ${source.model}, which is no longer served here; create a new video with one of ${this.models().join(', ')}.`);
     }
+    // A remix is the source's settings with a new prompt, text to video as the remix request has no image.
     const request: CreateVideoRequest = { model: source.model, prompt: m.prompt, seconds: source.seconds, size: source.size };
     return this.createVideo(m, request, source._id);
   }
@@ -160,6 +163,7 @@ export class VideoService {
     for (const store of [this.deps.temporary, this.deps.permanent]) {
       for (const variant of ['video', 'thumbnail'] as const) await store.remove(fileKey(video, variant));
     }
+    await this.deps.temporary.remove(fileKey(video, 'reference'));
     this.deps.jobs.track(doc._id);
     return { id: doc._id, object: 'video.deleted' as const, deleted: true as const };
   }
@@ -216,14 +220,21 @@ export class VideoService {
     return Object.hasOwn(this.deps.prices, model);
   }
 
-  private async createVideo(caller: Caller, request: CreateVideoRequest, remixedFrom: string | null): Promise<Video> {
+  private async createVideo(caller: Caller, request: CreateVideoRequest, remixedFrom: string | null, image?: ReferenceImage): Promise<Video> {
     // As the gateway answered when it knew the spec's models only.
     if (!this.serves(request.model)) throw invalidRequest('invalid_model', `Invalid 'model': model must be one of ${this.models().join(', ')}.`, 'model');
     if (violatesContentPolicy(request.prompt)) {
       throw contentPolicyViolation('The prompt violates the content policy; nothing was created or charged.');
     }
     // Test keys are served by the simulator, which makes every length and size.
-    const unsupported = caller.mode === 'live' ? this.deps.routing.unsupported(request) : undefined;
+    const unsupported = caller.mode === 'live' ? this.deps.routing.unsupported({ ...request, imageType: image?.contentType }) : undefined;
+    if (unsupported === 'input_reference') {
+      throw invalidRequest(
+        'unsupported_parameter',
+        `No provider serving ${request.model} here generates a video from a ${image!.contentType.slice('image/'.length).toUpperCase()} input_reference image.`,
+        unsupported,
+      );
+    }
     if (unsupported) {
       throw invalidRequest(
         'unsupported_parameter',
@@ -231,9 +242,10 @@ export class VideoService {
         unsupported,
       );
     }
+    const reference = image && referenceRecord(image);
     const key = caller.idempotency_key;
-    if (key === undefined) return this.queue(caller, request, remixedFrom, null, this.deps.ids.next('video_'));
-    const requestHash = createHash('sha256').update(JSON.stringify([remixedFrom, request])).digest('hex');
+    if (key === undefined) return this.queue(caller, request, remixedFrom, null, this.deps.ids.next('video_'), image);
+    const requestHash = createHash('sha256').update(JSON.stringify([remixedFrom, request, ...(reference ? [reference.sha256] : [])])).digest('hex');
     return this.idempotency.run(`${caller.org_id}\n${key}`, async () => {
       // The read model answers a repeat of an accepted request at once (and knows keys used before claims).
       const [first] = await this.videos.find(
@@ -247,7 +259,7 @@ export class VideoService {
         { sort: { queued_at: -1 }, limit: 1 },
       );
       if (first) return this.repeat(first, requestHash);
-      return this.claimThenQueue(caller, request, remixedFrom, key, requestHash);
+      return this.claimThenQueue(caller, request, remixedFrom, key, requestHash, image);
     });
   }
 
@@ -256,7 +268,7 @@ export class VideoService {
    * the revision it read, one wins and creates; the others answer with the winner's video once it is
    * accepted, or claim again in place of one that was refused (a 402, an abandoned create).
    */
-  private async claimThenQueue(caller: Caller, request: CreateVideoRequest, remixedFrom: string | null, key: string, requestHash: string) {
+  private async claimThenQueue(caller: Caller, request: CreateVideoRequest, remixedFrom: string | null, key: string, requestHash: string, image?: ReferenceImage) {
     const videoId = this.deps.ids.next('video_');
     const stream = idempotencyKeyStream(caller.org_id, key);
     let replacing: string | null = null;
@@ -271,7 +283,7 @@ export class VideoService {
         replacing,
       });
       if (state.status === 'unclaimed') throw new Error(`Idempotency key stream ${stream} was not claimed`);
-      if (state.videoId === videoId) return this.queue(caller, request, remixedFrom, { key, requestHash }, videoId);
+      if (state.videoId === videoId) return this.queue(caller, request, remixedFrom, { key, requestHash }, videoId, image);
       if (state.requestHash !== requestHash) throw reused();
       const outcome = await this.createOutcome(state.videoId, state.claimedAt);
       if (outcome === 'refused') {
@@ -316,9 +328,13 @@ export class VideoService {
     remixedFrom: string | null,
     idempotency: { key: string; requestHash: string } | null,
     videoId: string,
+    image?: ReferenceImage,
   ): Promise<Video> {
     const costMicros = videoPriceMicros(this.deps.prices, request.model, request.size, request.seconds);
     const replica = this.deps.replicas.self;
+    const files = { orgId: caller.org_id, videoId };
+    // In the file store, where the job finds it after a restart too; the stream records only what it is.
+    if (image) await this.deps.temporary.put(fileKey(files, 'reference'), image.data);
     // Recorded before billing is asked, so that a reservation whose create never finished is found and released.
     await this.apply(videoId, {
       type: 'RequestVideo',
@@ -328,6 +344,7 @@ export class VideoService {
       ...request,
       costMicros,
       remixedFromVideoId: remixedFrom,
+      inputReference: image ? referenceRecord(image) : null,
       idempotencyKey: idempotency?.key ?? null,
       requestHash: idempotency?.requestHash ?? null,
       now: this.deps.clock.now(),
@@ -341,6 +358,7 @@ export class VideoService {
         const reason = reply.error.status === 402 ? 'insufficient_quota' : 'abandoned';
         await this.apply(videoId, { type: 'RejectVideo', reason, replica });
         if (reason === 'abandoned') this.deps.jobs.track(videoId);
+        else await this.deps.temporary.remove(fileKey(files, 'reference'));
         throw new ApiError(reply.error);
       }
     }
@@ -451,4 +469,9 @@ export class VideoService {
     await this.deps.readModels.ping();
     return { status: 'ok' as const };
   }
+}
+
+/** What the stream records of an image: its type, size and digest, never its bytes. */
+function referenceRecord(image: ReferenceImage): VideoReferenceRecord {
+  return { content_type: image.contentType, bytes: image.data.length, sha256: createHash('sha256').update(image.data).digest('hex') };
 }

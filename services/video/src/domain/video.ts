@@ -1,4 +1,4 @@
-import { DomainError, microsToUsd, type VideoEvent, type VideoEventData, type VideoFailureCode, type VideoModel, type VideoSeconds, type VideoSize, type VideoStatus, VideoStreams, streamName } from '@oc/contracts';
+import { DomainError, microsToUsd, type VideoEvent, type VideoReferenceRecord, type VideoEventData, type VideoFailureCode, type VideoModel, type VideoSeconds, type VideoSize, type VideoStatus, VideoStreams, streamName } from '@oc/contracts';
 
 /** The events of a video's own stream (the Idempotency-Key's claims live on streams of their own). */
 export type VideoJobEvent = Exclude<VideoEvent, { type: 'VideoIdempotencyKeyClaimed' }>;
@@ -35,6 +35,7 @@ export type VideoCommand =
       size: VideoSize;
       costMicros: number;
       remixedFromVideoId: string | null;
+      inputReference: VideoReferenceRecord | null;
       idempotencyKey: string | null;
       requestHash: string | null;
       now: number;
@@ -67,6 +68,8 @@ export interface ActiveVideo {
   size: VideoSize;
   costMicros: number;
   remixedFromVideoId: string | null;
+  /** The image it starts from; its bytes are in the temporary file store until it is submitted. */
+  inputReference: VideoReferenceRecord | null;
   queuedAt: number;
   progress: number;
   url: string | null;
@@ -146,6 +149,7 @@ function decide(command: VideoCommand, state: VideoState): VideoJobEvent[] {
           size: command.size,
           cost_micros: command.costMicros,
           remixed_from_video_id: command.remixedFromVideoId,
+          input_reference: command.inputReference,
           requested_at: command.now,
           idempotency_key: command.idempotencyKey,
           request_hash: command.requestHash,
@@ -249,6 +253,7 @@ function evolve(state: VideoState, event: VideoJobEvent): VideoState {
       size: d.size,
       costMicros: d.cost_micros,
       remixedFromVideoId: d.remixed_from_video_id,
+      inputReference: d.input_reference ?? null,
       queuedAt: d.requested_at,
       progress: 0,
       url: null,

@@ -51,6 +51,8 @@ function fromDoc(doc: VideoDoc): ActiveVideo {
     size: doc.size,
     costMicros: doc.cost_micros,
     remixedFromVideoId: doc.remixed_from_video_id,
+    // Not kept in the document: only the job, which reads the stream, needs it.
+    inputReference: null,
     queuedAt: doc.queued_at,
     progress: doc.progress,
     url: doc.url,

@@ -33,7 +33,9 @@ interface QueuedRequest {
  * `GET /{owner}/{app}/requests/{id}/status` and `GET /{owner}/{app}/requests/{id}` use the owner and app only.
  * Status answers 202 while the request is queued or running and 200 once completed; the result answers the model's
  * output, or the model's error with its status. Generated files are served from `/files/`, standing in for fal's CDN,
- * which takes no key. Every call but the file's needs `Authorization: Key <key>`.
+ * which takes no key. Every call but the file's needs `Authorization: Key <key>`. An `image-to-video` endpoint
+ * requires `image_url` (its input schema in @fal-ai/client's endpoint types), a URL or a data URI (fal's CDN
+ * docs); without one it answers fal's 422 validation error.
  */
 export async function startFakeFal(apiKey: string, video: Buffer) {
   const requests: FalRequest[] = [];
@@ -65,6 +67,9 @@ export async function startFakeFal(apiKey: string, video: Buffer) {
     if (req.headers.authorization !== `Key ${apiKey}`) {
       // fal's request-error shape (its "Request Errors" docs), a flat `detail` string; the wording is ours.
       return send(res, 401, { detail: 'Invalid API key' });
+    }
+    if (route === 'submit' && url.pathname.endsWith('/image-to-video') && !isFileInput((body as { image_url?: unknown } | undefined)?.image_url)) {
+      return send(res, 422, { detail: [{ loc: ['body', 'image_url'], msg: 'Field required', type: 'missing' }] });
     }
     if (route === 'submit') {
       const id = `req-${next++}`;
@@ -150,4 +155,8 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
   const bytes = Buffer.isBuffer(body) ? body : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
   res.end(bytes);
+}
+
+function isFileInput(value: unknown): boolean {
+  return typeof value === 'string' && (/^https?:\/\//.test(value) || /^data:image\/[a-z]+;base64,[A-Za-z0-9+/]+={0,2}$/.test(value));
 }

@@ -39,7 +39,9 @@ interface Operation {
  * answering `{ name }`, `GET /v1beta/{name}` answering the operation (`done` absent while running, then `error` or
  * `response.generateVideoResponse`), and `GET /v1beta/files/{id}:download?alt=media` serving the MP4. Errors use
  * Google's `{ error: { code, message, status, details } }`; a wrong key is a 400 with ErrorInfo API_KEY_INVALID
- * and, as Google's DebugInfo does, quotes the key it was sent.
+ * and, as Google's DebugInfo does, quotes the key it was sent. An image to start from is `instances[0].image`
+ * `{ bytesBase64Encoded, mimeType }` (the Gemini API form @google/genai builds: imageToMldev); anything else there
+ * is a 400 INVALID_ARGUMENT.
  */
 export async function startFakeGeminiVeo(apiKey: string, video: Buffer) {
   const operations = new Map<string, Operation>();
@@ -127,6 +129,10 @@ export async function startFakeGeminiVeo(apiKey: string, video: Buffer) {
     const fault = route && faults[route].shift();
     if (fault) return applyFault(res, fault);
 
+    const image = submit ? (body as { instances?: { image?: unknown }[] } | undefined)?.instances?.[0]?.image : undefined;
+    if (image !== undefined && !isInlineImage(image)) {
+      return send(res, 400, googleError(400, 'INVALID_ARGUMENT', 'Invalid value at instances[0].image: bytesBase64Encoded and mimeType (image/png or image/jpeg) are required.'));
+    }
     if (submit) {
       const n = next++;
       const op: Operation = { name: `models/${submit[1]}/operations/op${n}`, outcome, polled: 0, fileId: `file${n}` };
@@ -168,3 +174,8 @@ export async function startFakeGeminiVeo(apiKey: string, video: Buffer) {
 }
 
 export type FakeGeminiVeo = Awaited<ReturnType<typeof startFakeGeminiVeo>>;
+
+function isInlineImage(image: unknown): boolean {
+  const { bytesBase64Encoded: data, mimeType } = (image ?? {}) as { bytesBase64Encoded?: unknown; mimeType?: unknown };
+  return typeof data === 'string' && data.length > 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(data) && (mimeType === 'image/png' || mimeType === 'image/jpeg');
+}

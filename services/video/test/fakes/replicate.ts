@@ -42,18 +42,26 @@ export function problem(status: number, title: string, detail: string) {
   return { title, detail, status };
 }
 
-/** Each model's documented input ranges (see the adapter's sources), so a mistranslated job is a 422 here too. */
-const SCHEMAS: Record<string, { duration: [number, number]; enums: Record<string, readonly string[]> }> = {
+/**
+ * Each model's documented input ranges and its first-frame image field (see the adapter's sources), so a
+ * mistranslated job is a 422 here too. An image is a URL or a data URL (Replicate's "Input files" docs).
+ */
+const SCHEMAS: Record<string, { duration: [number, number]; enums: Record<string, readonly string[]>; image: string }> = {
   'bytedance/seedance-2.0-fast': {
     duration: [-1, 15],
     enums: { resolution: ['480p', '720p'], aspect_ratio: ['16:9', '4:3', '1:1', '3:4', '9:16', '21:9', '9:21', 'adaptive'] },
+    image: 'image',
   },
   'bytedance/seedance-2.0': {
     duration: [-1, 15],
     enums: { resolution: ['480p', '720p', '1080p'], aspect_ratio: ['16:9', '4:3', '1:1', '3:4', '9:16', '21:9', '9:21', 'adaptive'] },
+    image: 'image',
   },
-  'kwaivgi/kling-v3-video': { duration: [3, 15], enums: { mode: ['standard', 'pro'], aspect_ratio: ['16:9', '9:16', '1:1'] } },
+  'kwaivgi/kling-v3-video': { duration: [3, 15], enums: { mode: ['standard', 'pro'], aspect_ratio: ['16:9', '9:16', '1:1'] }, image: 'start_image' },
 };
+
+/** The image fields of every model here: one sent to a model that has another name for it is refused. */
+const IMAGE_FIELDS = ['image', 'start_image'];
 
 function invalidFields(model: string, input: Record<string, unknown>): string[] {
   const schema = SCHEMAS[model]!;
@@ -65,6 +73,13 @@ function invalidFields(model: string, input: Record<string, unknown>): string[] 
   }
   for (const [field, allowed] of Object.entries(schema.enums)) {
     if (input[field] !== undefined && !allowed.includes(input[field] as string)) problems.push(`- input.${field}: Input should be one of ${allowed.join(', ')}`);
+  }
+  for (const field of IMAGE_FIELDS) {
+    if (input[field] === undefined) continue;
+    if (field !== schema.image) problems.push(`- input: Additional property ${field} is not allowed`);
+    else if (typeof input[field] !== 'string' || !/^(https?:\/\/|data:image\/[a-z]+;base64,[A-Za-z0-9+/]+={0,2}$)/.test(input[field] as string)) {
+      problems.push(`- input.${field}: Input should be a valid URI`);
+    }
   }
   return problems;
 }
