@@ -137,7 +137,13 @@ describe.each(MODES)('one trace from POST /v1/videos to the webhook delivery (%s
       },
       { timeout: 15_000, interval: 100 },
     );
-    expect(http.attributes).toMatchObject({ 'http.route': '/v1/videos', 'http.request.method': 'POST', 'http.response.status_code': 200 });
+    expect(http.attributes).toMatchObject({
+      'http.route': '/v1/videos',
+      'http.request.method': 'POST',
+      'http.response.status_code': 200,
+      // The id the client was given, on the span that serves its request.
+      'http.response.header.x-request-id': [created.headers.get('x-request-id')],
+    });
     expect(attempt.attributes).toMatchObject({ 'http.response.status_code': 204, 'oc.webhook.attempt': 1, 'http.request.resend_count': 0 });
 
     // Every span on the way, each a descendant of the gateway's span: one tree, not only one trace id. Each
