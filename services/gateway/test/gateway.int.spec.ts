@@ -15,6 +15,7 @@ import { KeyUsageRecorder } from '../src/application/key-usage';
 import { RateLimits } from '../src/application/rate-limits';
 import { createGatewayApp } from '../src/transport/http';
 import { HttpServerConfigSchema, listenHttp } from '../src/transport/http-server';
+import { LINGERING } from '../src/transport/lingering-close';
 import { v1Routes } from '../src/transport/v1-routes';
 
 /** The gateway's log lines, as JSON objects. */
@@ -389,6 +390,77 @@ describe('gateway: malformed input never causes a 5xx', () => {
       });
       expect(answers.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
       expect(answers).toContain('HTTP/1.1 200 OK');
+    });
+
+    it('lets a client that writes its whole over-limit body before reading (as Python\u2019s urllib does) read its 413', async () => {
+      const { key } = await newKey({ scopes: ['video:read'] });
+      const body = Buffer.alloc(12 * 1024 * 1024, 0x20);
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect({ port: Number(new URL(url).port), host: '127.0.0.1', allowHalfOpen: true });
+        socket.on('error', reject);
+        socket.write(`POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+        // Nothing is read until the whole body is written: a connection closed under it fails this write.
+        socket.write(body, (error) => {
+          if (error) return reject(error);
+          let text = '';
+          socket.on('data', (chunk) => (text += chunk));
+          socket.on('end', () => resolve(text));
+        });
+      });
+      expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
+      expect(answer.toLowerCase()).toContain('\r\nconnection: close\r\n');
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { type: 'invalid_request_error', code: 'request_too_large' } });
+    });
+
+    it('reads and drops a bounded number of bytes of a refused body before it closes the connection', async () => {
+      const { key } = await newKey({ scopes: ['video:read'] });
+      const declared = 2 ** 30;
+      const chunk = Buffer.alloc(1024 * 1024, 0x20);
+      const { answer, sent } = await new Promise<{ answer: string; sent: number }>((resolve) => {
+        // Writing on after the server's end of the connection has closed, as an uploading client does.
+        const socket = connect({ port: Number(new URL(url).port), host: '127.0.0.1', allowHalfOpen: true });
+        let answer = '';
+        let sent = 0;
+        socket.on('data', (data) => (answer += data));
+        // Past the bound the connection is reset under the upload: expected here.
+        socket.on('error', () => undefined);
+        socket.on('close', () => resolve({ answer, sent }));
+        socket.write(`POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n`);
+        const pump = () => {
+          while (sent < declared && !socket.destroyed) {
+            sent += chunk.length;
+            if (!socket.write(chunk)) return void socket.once('drain', pump);
+          }
+        };
+        pump();
+      });
+      expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
+      expect(sent).toBeGreaterThan(LINGERING.maxBytes);
+      // What the kernel's buffers held besides.
+      expect(sent).toBeLessThan(LINGERING.maxBytes + 32 * 1024 * 1024);
+    });
+
+    it.each([
+      ['an HTTP/1.1 request without Host', 'GET /v1/health HTTP/1.1\r\n\r\n', 400, 'Bad Request', { code: 'missing_parameter', param: 'Host' }],
+      [
+        'an Expect other than 100-continue',
+        'POST /v1/echo HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+        417,
+        'Expectation Failed',
+        { code: 'expectation_failed', param: 'Expect' },
+      ],
+      ['CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405, 'Method Not Allowed', { code: 'method_not_allowed' }],
+    ])('%s is answered in the spec shape, and the connection closed', async (_, request, status, reason, error) => {
+      const answer = await raw(request);
+      expect(answer.split('\r\n')[0]).toBe(`HTTP/1.1 ${status} ${reason}`);
+      expect(answer).toMatch(/\r\nx-request-id: req_[0-9a-f]{32}\r\n/i);
+      expect(answer.toLowerCase()).toContain('\r\nconnection: close\r\n');
+      const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { error: Record<string, string> };
+      expect(body).toEqual({ error: { type: 'invalid_request_error', message: expect.any(String), ...error } });
+    });
+
+    it('serves an HTTP/1.0 request without Host, which HTTP/1.0 does not require', async () => {
+      expect((await raw('GET /v1/health HTTP/1.0\r\n\r\n')).split('\r\n')[0]).toBe('HTTP/1.1 401 Unauthorized');
     });
 
     it.each([

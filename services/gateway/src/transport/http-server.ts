@@ -3,8 +3,7 @@ import type { Socket } from 'node:net';
 import { rateLimited } from '@oc/contracts';
 import proxyAddr from 'proxy-addr';
 import { z } from 'zod';
-import { answerClientErrors } from './http';
-import { newRequestId, REQUEST_ID_HEADER } from './request-id';
+import { answerProtocolErrors, checkedRequests, rawAnswer } from './protocol-answers';
 
 /**
  * How long a client may take over a request before the connection is cut (README's table). Node's
@@ -42,7 +41,7 @@ export type HttpServerConfig = Omit<z.infer<typeof HttpServerConfigSchema>, 'TRU
 
 /**
  * The gateway's HTTP server: refusals in the spec's shape (408 when a request is too slow, 429 to a client
- * address holding too many connections), bounded waits.
+ * address holding too many connections, what HTTP itself refuses), bounded waits.
  */
 export function listenHttp(
   listener: RequestListener,
@@ -57,11 +56,13 @@ export function listenHttp(
       headersTimeout: Math.min(limits.HTTP_HEADERS_TIMEOUT_MS, limits.HTTP_REQUEST_TIMEOUT_MS),
       requestTimeout: limits.HTTP_REQUEST_TIMEOUT_MS,
       connectionsCheckingInterval: Math.max(50, Math.min(1_000, limits.HTTP_HEADERS_TIMEOUT_MS / 2)),
+      // Node's refusal of a request without Host has an empty body: checkedRequests refuses it in the spec's shape.
+      requireHostHeader: false,
     },
-    listener,
+    checkedRequests(listener),
   );
   server.keepAliveTimeout = limits.HTTP_KEEP_ALIVE_TIMEOUT_MS;
-  answerClientErrors(server);
+  answerProtocolErrors(server);
   capConnectionsPerAddress(server, limits.HTTP_MAX_CONNECTIONS_PER_ADDRESS, trustedProxies);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -85,10 +86,7 @@ function capConnectionsPerAddress(server: Server, max: number, trustedProxies: r
     if (address === undefined || trusted(address, 0)) return;
     const count = (open.get(address) ?? 0) + 1;
     if (count > max) {
-      const json = JSON.stringify(rateLimited(1, `${max} connections per client address`).toBody());
-      socket.end(
-        `HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nRetry-After: 1\r\n${REQUEST_ID_HEADER}: ${newRequestId()}\r\nConnection: close\r\n\r\n${json}`,
-      );
+      socket.end(rawAnswer(429, 'Too Many Requests', rateLimited(1, `${max} connections per client address`), { 'Retry-After': '1' }));
       return;
     }
     open.set(address, count);
