@@ -82,7 +82,17 @@ const AssistantMessageSchema = z
     message: 'an assistant message needs content or tool_calls',
     path: ['content'],
   });
-const ToolMessageSchema = z.strictObject({ role: z.literal('tool'), tool_call_id: z.string().min(1).max(256), content: TextContentSchema });
+/**
+ * `name`: the tool's name, which LangChain (every `ToolMessage` a tool returns) and LangGraph send with each result.
+ * It repeats the name of the call the result answers (found by `tool_call_id`); OpenAI takes it, and OpenAI-compatible
+ * upstreams are sent it as it came.
+ */
+const ToolMessageSchema = z.strictObject({
+  role: z.literal('tool'),
+  tool_call_id: z.string().min(1).max(256),
+  content: TextContentSchema,
+  name: ParticipantNameSchema.optional(),
+});
 
 export const ChatMessageSchema = z.discriminatedUnion('role', [
   SystemMessageSchema,
