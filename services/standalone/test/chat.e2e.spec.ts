@@ -1,6 +1,8 @@
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import { zodResponseFormat } from 'openai/helpers/zod';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
 import { SqliteEventStore } from '@oc/eventstore';
 import { ABANDONED_SWEEP_MS } from '../../chat/src/app';
 import { type FakeUpstream, startFakeUpstream } from '../../chat/test/fake-upstream';
@@ -61,7 +63,7 @@ describe.each(modes)('chat and text completions (%s)', (_mode, start) => {
         object: 'chat.completion',
         created: expect.any(Number),
         model: 'chat-2',
-        choices: [{ index: 0, message: { role: 'assistant', content: expect.stringContaining('community') }, finish_reason: 'stop' }],
+        choices: [{ index: 0, message: { role: 'assistant', content: expect.stringContaining('community'), refusal: null }, logprobs: null, finish_reason: 'stop' }],
         usage: { prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number), total_tokens: expect.any(Number) },
         session_id: expect.stringMatching(/^chat_[A-Za-z0-9]+$/),
       });
@@ -494,6 +496,84 @@ describe.each(modes)('chat and text completions (%s)', (_mode, start) => {
       let text = '';
       for await (const chunk of chunks) text += chunk.choices[0]?.text ?? '';
       expect(text.length).toBeGreaterThan(10);
+    });
+
+    const weather: OpenAI.ChatCompletionTool = {
+      type: 'function',
+      function: {
+        name: 'get_weather',
+        description: 'The weather in a city today',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false },
+        strict: true,
+      },
+    };
+
+    it('runs a tools round trip on a session (tool call, tool result, text), kept in the session and charged exactly', async () => {
+      const { key } = await customer();
+      const before = await availableMicros(key);
+      const first = (await sdk(key).chat.completions.create({
+        model: 'chat-2',
+        messages: [{ role: 'user', content: 'What is the weather in Lisbon?' }],
+        tools: [weather],
+        tool_choice: 'required',
+      })) as OpenAI.ChatCompletion & { session_id: string };
+      const call = first.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+      expect(first.choices[0]).toMatchObject({ finish_reason: 'tool_calls', message: { content: null } });
+      expect(JSON.parse(call.function.arguments)).toEqual({ city: expect.any(String) });
+      const second = await sdk(key).chat.completions.create({
+        model: 'chat-2',
+        // Our extension: the session holds the user's question and the call; only the result is sent.
+        session_id: first.session_id,
+        messages: [{ role: 'tool', tool_call_id: call.id, content: 'Sunny and 24 degrees' }],
+        tools: [weather],
+      } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+      expect(second.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: expect.stringMatching(/sunny|degrees/i) } });
+      const session = await api.call('GET', `/v1/chat/completions/${first.session_id}`, { token: key });
+      expect(session.body.messages.map((m: any) => [m.role, m.content === null, m.tool_calls?.[0]?.id ?? m.tool_call_id ?? null])).toEqual([
+        ['user', false, null],
+        ['assistant', true, call.id],
+        ['tool', false, call.id],
+        ['assistant', false, null],
+      ]);
+      const tokens = first.usage!.total_tokens + second.usage!.total_tokens;
+      expect(await availableMicros(key)).toEqual({ available: before.available - tokens * MICROS_PER_TOKEN, reserved: 0 });
+    });
+
+    it("streams a tool call that the SDK's stream helper assembles", async () => {
+      const { key } = await customer();
+      const runner = sdk(key).chat.completions.stream({ model: 'chat-2', messages: [{ role: 'user', content: 'Weather in Oslo?' }], tools: [weather] });
+      const final = await runner.finalChatCompletion();
+      const call = final.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+      expect(final.choices[0]!.finish_reason).toBe('tool_calls');
+      expect(call).toMatchObject({ id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'get_weather' } });
+      expect(JSON.parse(call.function.arguments)).toEqual({ city: expect.any(String) });
+    });
+
+    it('parses n: 2 structured answers with chat.completions.parse and zodResponseFormat, each choice billed', async () => {
+      const { key } = await customer();
+      const before = await availableMicros(key);
+      const Garden = z.object({ name: z.string(), plots: z.number().int(), crops: z.array(z.string()) });
+      const parsed = await sdk(key).chat.completions.parse({
+        model: 'chat-2',
+        messages: [{ role: 'user', content: 'Describe a community garden.' }],
+        response_format: zodResponseFormat(Garden, 'garden'),
+        n: 2,
+        max_completion_tokens: 200,
+      });
+      expect(parsed.choices).toHaveLength(2);
+      for (const choice of parsed.choices) expect(Garden.parse(choice.message.parsed)).toEqual(choice.message.parsed);
+      expect(await availableMicros(key)).toEqual({ available: before.available - parsed.usage!.total_tokens * MICROS_PER_TOKEN, reserved: 0 });
+    });
+
+    it('refuses a parameter it does not know with 400 unsupported_parameter naming it, and charges nothing', async () => {
+      const { key } = await customer();
+      const before = await availableMicros(key);
+      const failure = await sdk(key)
+        .chat.completions.create({ model: 'chat-2', messages: [{ role: 'user', content: 'Hi' }], frobnicate: true } as OpenAI.ChatCompletionCreateParamsNonStreaming)
+        .catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(failure).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'frobnicate', type: 'invalid_request_error' });
+      expect(await availableMicros(key)).toEqual(before);
     });
 
     it('raises the API error the SDK way', async () => {
