@@ -88,8 +88,8 @@ export const VideoDeploymentSchema = z.object({
   poll_interval_ms: z.int().positive().optional(),
   /** Whether it takes an `input_reference` image (image-to-video); its model's known default when absent. */
   image_input: z.boolean().optional(),
-  /** What the provider charges us, USD per second of video. */
-  cost: z.object({ per_second: z.number().nonnegative() }).optional(),
+  /** What the provider charges us, USD per second of video; at 1792x1024 and 1024x1792 `per_second_1080p` if set. */
+  cost: z.object({ per_second: z.number().nonnegative(), per_second_1080p: z.number().nonnegative().optional() }).optional(),
 });
 export type VideoDeploymentEntry = z.infer<typeof VideoDeploymentSchema>;
 

@@ -1,10 +1,10 @@
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { VIDEO_MODELS } from '@oc/contracts';
+import { VIDEO_MODELS, VIDEO_SIZES } from '@oc/contracts';
 import { DeploymentPool, readCatalogFile } from '@oc/routing';
 import { describe, expect, it } from 'vitest';
-import { videoDeployments, videoModelIds, videoTarget } from '../src/adapters/deployments';
+import { type VideoDeploymentConfig, videoDeployments, videoModelIds, videoTarget } from '../src/adapters/deployments';
 import { RoutedVideoProviders } from '../src/adapters/routed-providers';
 import type { VideoProvider } from '../src/application/ports';
 import { VideoConfigSchema } from '../src/config';
@@ -116,6 +116,34 @@ describe('a catalog file', () => {
     expect(fast).toMatchObject({ seconds: ['4', '8'], costPerSecondUsd: 0.15 });
     const unknown = await write('models:\n  video-2:\n    deployments:\n      - { id: new, provider: replicate, model: someone/new-model }\n');
     expect(() => videoDeployments(readCatalogFile(unknown), legacy, { REPLICATE_API_TOKEN: 'r8_x' })).toThrow(/list its `seconds` and `sizes`/);
+  });
+});
+
+describe("a deployment's cost to us", () => {
+  const write = async (yaml: string) => {
+    const file = join(await mkdtemp(join(tmpdir(), 'oc-cost-')), 'models.yaml');
+    await writeFile(file, yaml);
+    return file;
+  };
+  const perSecond = (config: VideoDeploymentConfig) => {
+    const target = videoTarget(config, simulator);
+    return VIDEO_SIZES.map((size) => target.costMicrosPerSecond(size));
+  };
+
+  it("is the provider's 1080p rate at the two larger sizes where it charges one (fal's Seedance), one rate elsewhere", () => {
+    const [fal] = videoDeployments(undefined, legacy, { FAL_KEY: 'fal-x' })['video-2'];
+    // VIDEO_SIZES: 1280x720, 720x1280, 1024x1792, 1792x1024.
+    expect(perSecond(fal!)).toEqual([21_600, 21_600, 48_600, 48_600]);
+    const [veo] = videoDeployments(undefined, legacy, { GEMINI_API_KEY: 'g-x' })['video-2'];
+    expect(perSecond(veo!)).toEqual([150_000, 150_000, 150_000, 150_000]);
+  });
+
+  it("is the catalog's price when it names one, its 1080p rate only if it names that too", async () => {
+    const model = 'fal-ai/bytedance/seedance/v1/pro/fast/text-to-video';
+    const one = await write(`models:\n  video-2:\n    deployments:\n      - { id: a, provider: fal, model: ${model}, cost: { per_second: 0.03 } }\n`);
+    expect(perSecond(videoDeployments(readCatalogFile(one), legacy, { FAL_KEY: 'fal-x' })['video-2'][0]!)).toEqual([30_000, 30_000, 30_000, 30_000]);
+    const two = await write(`models:\n  video-2:\n    deployments:\n      - { id: a, provider: fal, model: ${model}, cost: { per_second: 0.03, per_second_1080p: 0.07 } }\n`);
+    expect(perSecond(videoDeployments(readCatalogFile(two), legacy, { FAL_KEY: 'fal-x' })['video-2'][0]!)).toEqual([30_000, 30_000, 70_000, 70_000]);
   });
 });
 

@@ -39,6 +39,8 @@ export interface VideoDeploymentConfig {
   /** The `input_reference` images it takes (image-to-video); none for text only. */
   imageTypes: readonly VideoReferenceType[];
   costPerSecondUsd: number;
+  /** At the two larger sizes, when the provider charges more for its 1080p tier. */
+  costPerSecond1080pUsd?: number | undefined;
 }
 
 /** What a video deployment is, once its adapter exists: the router's view of it. */
@@ -49,14 +51,15 @@ export interface VideoTarget {
   /** Whether it makes this length at this size: some models make their larger sizes only at some lengths. */
   accepts(seconds: VideoSeconds, size: VideoSize): boolean;
   imageTypes: ReadonlySet<VideoReferenceType>;
-  costMicrosPerSecond: number;
+  /** What a second of video at this size costs us, integer micro-USD. */
+  costMicrosPerSecond(size: VideoSize): number;
   /** How often its running jobs are polled. */
   pollIntervalMs: number;
 }
 
 type KnownProvider = 'gemini' | 'fal' | 'replicate';
 interface ProviderDefaults {
-  defaults: Record<SpecVideoModel, { model: string; seconds: readonly string[]; sizes: readonly string[]; cost_per_second_usd: number }>;
+  defaults: Record<SpecVideoModel, { model: string; seconds: readonly string[]; sizes: readonly string[]; cost_per_second_usd: number; cost_per_second_usd_1080p?: number }>;
   capabilities(model: string): { seconds: string[]; sizes: string[] } | undefined;
   imageTypes(model: string): readonly VideoReferenceType[];
 }
@@ -148,6 +151,7 @@ function builtIn(model: SpecVideoModel, legacy: LegacyUpstream, env: Environment
       sizes: only(defaults.sizes, VIDEO_SIZES),
       imageTypes: PROVIDERS[provider].imageTypes(defaults.model),
       costPerSecondUsd: defaults.cost_per_second_usd,
+      costPerSecond1080pUsd: 'cost_per_second_usd_1080p' in defaults ? defaults.cost_per_second_usd_1080p : undefined,
     });
   }
   if (deployments.length > 0) return deployments;
@@ -197,7 +201,8 @@ function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, legac
   }
   const knownImages = entry.provider === 'openai' ? [] : PROVIDERS[entry.provider].imageTypes(entry.model);
   const imageTypes = entry.image_input === undefined ? knownImages : entry.image_input ? (knownImages.length > 0 ? knownImages : COMMON_IMAGE_TYPES) : [];
-  const knownCost = entry.provider === 'openai' ? undefined : Object.values(PROVIDERS[entry.provider].defaults).find((d) => d.model === entry.model)?.cost_per_second_usd;
+  const price: { cost_per_second_usd: number; cost_per_second_usd_1080p?: number } | undefined =
+    entry.provider === 'openai' ? undefined : Object.values(PROVIDERS[entry.provider].defaults).find((d) => d.model === entry.model);
   return {
     id: entry.id,
     provider: entry.provider,
@@ -212,8 +217,19 @@ function fromCatalog(publicModel: VideoModel, entry: VideoDeploymentEntry, legac
     seconds,
     sizes,
     imageTypes,
-    costPerSecondUsd: entry.cost?.per_second ?? knownCost ?? 0,
+    // A price the catalog names replaces the known one whole: its 1080p rate is the same unless it names one.
+    costPerSecondUsd: entry.cost ? entry.cost.per_second : (price?.cost_per_second_usd ?? 0),
+    costPerSecond1080pUsd: entry.cost ? entry.cost.per_second_1080p : price?.cost_per_second_usd_1080p,
   };
+}
+
+/** 1792x1024 and 1024x1792 are made, and priced, as the providers' 1080p tier. */
+const FULL_HD: ReadonlySet<VideoSize> = new Set(['1792x1024', '1024x1792']);
+
+function costPerSecond(config: VideoDeploymentConfig): (size: VideoSize) => number {
+  const base = usdToMicros(config.costPerSecondUsd);
+  const fullHd = config.costPerSecond1080pUsd === undefined ? base : usdToMicros(config.costPerSecond1080pUsd);
+  return (size) => (FULL_HD.has(size) ? fullHd : base);
 }
 
 /** The adapter of one deployment, with what the router needs to know of it. */
@@ -227,7 +243,7 @@ export function videoTarget(config: VideoDeploymentConfig, simulatorProvider: Vi
     sizes,
     accepts: (s, z) => seconds.has(s) && sizes.has(z) && combination(s, z),
     imageTypes: new Set(config.imageTypes),
-    costMicrosPerSecond: usdToMicros(config.costPerSecondUsd),
+    costMicrosPerSecond: costPerSecond(config),
     pollIntervalMs: config.pollIntervalMs,
   };
 }

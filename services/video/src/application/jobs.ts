@@ -222,7 +222,7 @@ export class VideoJobs {
       provider: serving.provider,
       upstream_model: serving.upstreamModel,
       seconds,
-      provider_cost_micros: seconds * serving.costMicrosPerSecond,
+      provider_cost_micros: seconds * serving.costMicrosPerSecond(state.size),
     };
   }
 

@@ -60,8 +60,8 @@ export interface ServingDeployment {
   provider: string;
   upstreamModel: string;
   adapter: VideoProvider;
-  /** What it costs us, integer micro-USD per second of video. */
-  costMicrosPerSecond: number;
+  /** What a second of video at this size costs us, integer micro-USD. */
+  costMicrosPerSecond(size: VideoSize): number;
 }
 
 /** Each public video model's deployments, chosen per job and failed over at submission. */
