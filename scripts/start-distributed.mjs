@@ -27,6 +27,21 @@ execFileSync(process.execPath, [join(root, 'scripts/ensure-built.mjs'), 'service
 });
 mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 
+/**
+ * As `pnpm start` decides it (`webhookMode` in services/webhook/src/config.ts): WEBHOOK_MODE when set, else
+ * production under NODE_ENV=production, else development (a developer's machine). Said first, before anything starts.
+ */
+const webhookMode = env.WEBHOOK_MODE
+  ? { mode: env.WEBHOOK_MODE, because: `WEBHOOK_MODE=${env.WEBHOOK_MODE}` }
+  : env.NODE_ENV === 'production'
+    ? { mode: 'production', because: 'NODE_ENV=production' }
+    : { mode: 'development', because: 'the default without NODE_ENV=production' };
+process.stdout.write(
+  webhookMode.mode === 'development'
+    ? `Webhooks: development mode (${webhookMode.because}): WEBHOOK_ALLOW_PRIVATE=1 lets deliveries reach http:// and loopback receivers; on a server, set NODE_ENV=production or WEBHOOK_MODE=production\n`
+    : `Webhooks: ${webhookMode.mode} mode (${webhookMode.because}): deliveries reach public https:// addresses only\n`,
+);
+
 /** As `pnpm start`: ADMIN_TOKEN if set, else the one kept in DATA_DIR, else a new one kept there. */
 function adminToken() {
   if (env.ADMIN_TOKEN) return { token: env.ADMIN_TOKEN, note: 'Admin token: from ADMIN_TOKEN' };
@@ -48,7 +63,7 @@ const admin = adminToken();
  * requires WEBHOOK_SECRET_KEY itself.
  */
 function webhookSecretKey() {
-  if (env.WEBHOOK_SECRET_KEY || (env.WEBHOOK_MODE ?? 'development') !== 'development') return {};
+  if (env.WEBHOOK_SECRET_KEY || webhookMode.mode !== 'development') return {};
   const file = join(dataDir, 'webhook-secret-key');
   // Where this command kept the key before: moved, so that the webhooks sealed with it stay deliverable.
   const earlier = join(dataDir, 'webhook', 'webhook-secret-key');
@@ -77,8 +92,9 @@ const common = {
   ...inherited,
   NATS_URL: env.NATS_URL ?? 'nats://127.0.0.1:4222',
   EVENTSTORE_FILE: env.EVENTSTORE_FILE ?? join(dataDir, 'events.sqlite'),
-  // As in `pnpm start`: local development, so webhooks may reach this machine and the key is generated.
-  WEBHOOK_MODE: env.WEBHOOK_MODE ?? 'development',
+  // The webhook process's own default is production: development (the key generated, this machine reachable
+  // with WEBHOOK_ALLOW_PRIVATE=1) has to be passed on.
+  WEBHOOK_MODE: webhookMode.mode,
 };
 
 /**

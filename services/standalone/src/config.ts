@@ -15,6 +15,8 @@ export const StandaloneConfigSchema = z.object({
   REDIS_URL: z.string().url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
+  /** `production` puts webhooks in production mode unless WEBHOOK_MODE says otherwise. */
+  NODE_ENV: z.string().optional(),
   ...HttpServerConfigSchema.shape,
   ...GatewayLimitsConfigSchema.shape,
   ...VideoConfigSchema.shape,
@@ -24,8 +26,10 @@ export const StandaloneConfigSchema = z.object({
 });
 export type StandaloneConfig = z.infer<typeof StandaloneConfigSchema>;
 
-/** Rules across variables: standalone runs webhooks in development mode unless WEBHOOK_MODE says otherwise. */
-export const STANDALONE_CONFIG_CHECKS: readonly ConfigurationCheck[] = [videoConfigChecks, webhookConfigChecks('development')];
+/** A developer's `pnpm start`: webhooks in development mode unless NODE_ENV=production or WEBHOOK_MODE say otherwise. */
+export const STANDALONE_WEBHOOK_MODE = 'development';
+
+export const STANDALONE_CONFIG_CHECKS: readonly ConfigurationCheck[] = [videoConfigChecks, webhookConfigChecks(STANDALONE_WEBHOOK_MODE)];
 
 /** For tests and benchmarks: the same checks as the process, thrown as one error. */
 export function loadStandaloneConfig(env: NodeJS.ProcessEnv = process.env): StandaloneConfig {

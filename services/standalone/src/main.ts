@@ -2,7 +2,8 @@ import { telemetry } from './telemetry';
 import 'reflect-metadata';
 import { privateFiles } from '@oc/eventstore';
 import { configFromEnv } from '@oc/contracts';
-import { STANDALONE_CONFIG_CHECKS, StandaloneConfigSchema } from './config';
+import { webhookMode, webhookModeLine } from '@oc/webhook';
+import { STANDALONE_CONFIG_CHECKS, STANDALONE_WEBHOOK_MODE, StandaloneConfigSchema } from './config';
 import { startStandalone } from './standalone';
 import { version } from './version';
 
@@ -12,6 +13,7 @@ const app = await startStandalone({ config, demo: true });
 
 const lines = [
   `OC API ${version} listening on ${app.url} (embedded mode; data in ${config.DATA_DIR})`,
+  webhookModeLine(webhookMode(config, STANDALONE_WEBHOOK_MODE), config.WEBHOOK_ALLOW_PRIVATE === '1'),
   app.adminTokenGenerated
     ? `Admin token (generated, kept in ${app.adminTokenFile}): ${app.adminToken}`
     : app.adminTokenFile

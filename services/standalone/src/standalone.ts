@@ -34,7 +34,7 @@ import { createWebhook, resolveSecretKey, webhookSettings } from '@oc/webhook';
 import type { DynamicModule, INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { resolveAdminToken } from './admin-token';
-import type { StandaloneConfig } from './config';
+import { STANDALONE_WEBHOOK_MODE, type StandaloneConfig } from './config';
 import type { GatewayThreadData, GatewayThreadEvent } from './gateway-thread';
 import { version } from './version';
 
@@ -155,7 +155,7 @@ export async function startStandalone(options: StandaloneOptions) {
       clock,
       ids,
       logger: logger.child({ service: 'webhook' }),
-      settings: webhookSettings(config, 'development', webhookKey),
+      settings: webhookSettings(config, STANDALONE_WEBHOOK_MODE, webhookKey),
       version,
     }),
   ]);

@@ -89,6 +89,12 @@ describe('every process refuses a bad configuration with one line per variable',
       env: { PORT: 'eighty', WEBHOOK_MODE: 'production', WEBHOOK_ALLOW_PRIVATE: '1' },
       expected: [/^Invalid configuration: PORT: .*\(a TCP port, 0 to 65535\)$/, /^Invalid configuration: WEBHOOK_ALLOW_PRIVATE: /],
     },
+    {
+      name: 'standalone with private addresses under NODE_ENV=production (webhooks in production mode)',
+      entry: 'services/standalone/src/main.ts',
+      env: { NODE_ENV: 'production', WEBHOOK_ALLOW_PRIVATE: '1' },
+      expected: [/^Invalid configuration: WEBHOOK_ALLOW_PRIVATE: 1 is allowed only with WEBHOOK_MODE=development .*; the mode is production \(NODE_ENV=production\)$/],
+    },
   ];
 
   it.each(cases)('$name', async ({ entry, env, expected }) => {

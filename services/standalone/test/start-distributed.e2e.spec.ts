@@ -121,6 +121,10 @@ describe.skipIf(!nats)('pnpm start:distributed', () => {
 
   it('prints what pnpm start prints, and the demo key works for chat and video through separate processes', async () => {
     expect(output).toMatch(/Admin token \(generated, kept in .*admin-token\): oc_admin_/);
+    // The webhook mode, before any process starts, and as the webhook process's first log line.
+    expect(output).toMatch(/^Webhooks: development mode \(the default without NODE_ENV=production\): /m);
+    expect(output.indexOf('Webhooks: development mode')).toBeLessThan(output.indexOf('[webhook]'));
+    expect(output.split('\n').find((line) => line.startsWith('[webhook] '))).toMatch(/ WARN Webhooks: development mode \(WEBHOOK_MODE=development\)/);
     demoKey = /^ {2}(oc_live_\S+)$/m.exec(output)![1]!;
     expect((await call('GET', '/v1/account/balance')).body).toMatchObject({ available: 10, reserved: 0 });
     const chat = await call('POST', '/v1/chat/completions', { model: 'chat-2', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 });

@@ -17,8 +17,8 @@ const readable = (file: string) => {
 const SECRET_KEY_FORM = '32 bytes as base64 or 64 hex digits, e.g. from `openssl rand -base64 32`';
 
 /**
- * The webhook service's variables, shared by its own process and the standalone one. `WEBHOOK_MODE`
- * has no default here: the distributed `main.ts` defaults to `production`, standalone to `development`.
+ * The webhook service's variables, shared by its own process and the standalone one. `WEBHOOK_MODE` has no
+ * default here: see `webhookMode`.
  */
 export const WebhookConfigSchema = z.object({
   WEBHOOK_MODE: z.enum(['production', 'development']).optional().describe('production or development'),
@@ -53,20 +53,46 @@ export const WebhookConfigSchema = z.object({
 });
 export type WebhookConfig = z.infer<typeof WebhookConfigSchema>;
 
+export type WebhookMode = 'production' | 'development';
+
 /**
- * Rules across the webhook variables. `defaultMode` is the mode when WEBHOOK_MODE is unset (the webhook
- * process: production; standalone: development). A process that cannot generate a key of its own in
- * development mode passes `requireKeyInProduction`.
+ * The delivery mode and why: WEBHOOK_MODE when set; else production under NODE_ENV=production, since a host
+ * marked production must not deliver to its own loopback services because WEBHOOK_MODE was left out; else the
+ * process's default (its own process: production; standalone, a developer's `pnpm start`: development).
  */
-export function webhookConfigChecks(defaultMode: 'production' | 'development', options: { requireKeyInProduction?: boolean } = {}): ConfigurationCheck {
+export function webhookMode(
+  env: { WEBHOOK_MODE?: string | undefined; NODE_ENV?: string | undefined },
+  defaultMode: WebhookMode,
+): { mode: WebhookMode; because: string } {
+  if (env.WEBHOOK_MODE === 'production' || env.WEBHOOK_MODE === 'development') {
+    return { mode: env.WEBHOOK_MODE, because: `WEBHOOK_MODE=${env.WEBHOOK_MODE}` };
+  }
+  if (env.NODE_ENV === 'production') return { mode: 'production', because: 'NODE_ENV=production' };
+  return { mode: defaultMode, because: defaultMode === 'development' ? 'the default without NODE_ENV=production' : 'the default' };
+}
+
+/** The line a start prints or logs first, so that no one runs a server in development mode unawares. */
+export function webhookModeLine({ mode, because }: ReturnType<typeof webhookMode>, allowPrivate: boolean): string {
+  if (mode === 'production') return `Webhooks: production mode (${because}): deliveries reach public https:// addresses only`;
+  const local = allowPrivate
+    ? 'deliveries may reach http:// and loopback receivers (WEBHOOK_ALLOW_PRIVATE=1)'
+    : 'WEBHOOK_ALLOW_PRIVATE=1 would let deliveries reach http:// and loopback receivers';
+  return `Webhooks: development mode (${because}): ${local}; on a server, set NODE_ENV=production or WEBHOOK_MODE=production`;
+}
+
+/**
+ * Rules across the webhook variables, the mode decided by `webhookMode`. A process that cannot generate a key
+ * of its own in development mode passes `requireKeyInProduction`.
+ */
+export function webhookConfigChecks(defaultMode: WebhookMode, options: { requireKeyInProduction?: boolean } = {}): ConfigurationCheck {
   return (env) => {
-    const mode = env.WEBHOOK_MODE ?? defaultMode;
+    const { mode, because } = webhookMode(env, defaultMode);
     if (mode !== 'production') return [];
     const problems: ConfigurationProblem[] = [];
     if (env.WEBHOOK_ALLOW_PRIVATE === '1') {
       problems.push({
         variable: 'WEBHOOK_ALLOW_PRIVATE',
-        message: `1 is allowed only with WEBHOOK_MODE=development (local receivers on loopback); the mode is ${env.WEBHOOK_MODE ? 'production' : 'production by default'}`,
+        message: `1 is allowed only with WEBHOOK_MODE=development (local receivers on loopback); the mode is production (${because})`,
       });
     }
     if (options.requireKeyInProduction && !env.WEBHOOK_SECRET_KEY) {
@@ -81,13 +107,13 @@ export function webhookConfigChecks(defaultMode: 'production' | 'development', o
 
 /** The settings the service runs with; refuses private addresses outside development mode. */
 export function webhookSettings(
-  config: WebhookConfig,
-  defaultMode: 'production' | 'development',
+  config: WebhookConfig & { NODE_ENV?: string | undefined },
+  defaultMode: WebhookMode,
   secretKey: string,
 ): WebhookSettings {
-  const mode = config.WEBHOOK_MODE ?? defaultMode;
+  const { mode, because } = webhookMode(config, defaultMode);
   if (config.WEBHOOK_ALLOW_PRIVATE === '1' && mode !== 'development') {
-    throw new Error('WEBHOOK_ALLOW_PRIVATE=1 is allowed only with WEBHOOK_MODE=development');
+    throw new Error(`WEBHOOK_ALLOW_PRIVATE=1 is allowed only with WEBHOOK_MODE=development; the mode is production (${because})`);
   }
   return {
     secretKey,

@@ -6,13 +6,13 @@ import { runServiceProcess } from '@oc/service-runtime';
 import pkg from '../package.json' with { type: 'json' };
 import { resolveSecretKey } from './adapters/secret-box';
 import { createWebhook } from './app';
-import { webhookSettings } from './config';
+import { webhookMode, webhookModeLine, webhookSettings } from './config';
 import { webhookProcessChecks, webhookProcessConfig } from './process-config';
 
 /**
  * The webhook service as its own process over NATS; validated once at boot. Production mode unless
  * WEBHOOK_MODE=development; in production WEBHOOK_SECRET_KEY is required, in development one is generated
- * under DATA_DIR when it is unset (as standalone does).
+ * under DATA_DIR when it is unset (as standalone does). Its first log line says which.
  */
 const config = configFromEnv(webhookProcessConfig, process.env, webhookProcessChecks);
 
@@ -22,6 +22,9 @@ await runServiceProcess({
   config,
   telemetry,
   create: async ({ eventStore, snapshots, readModels, client, nc, logger, replicas }) => {
+    const mode = webhookMode(config, 'production');
+    // Development mode is a warning: on a server it would let deliveries reach the host's own services.
+    logger[mode.mode === 'production' ? 'info' : 'warn']({ webhook_mode: mode.mode }, webhookModeLine(mode, config.WEBHOOK_ALLOW_PRIVATE === '1'));
     // Turning a video event into deliveries takes milliseconds: an event its replica took to the grave goes
     // to another replica after 15 s rather than the bus's default minute.
     const bus = new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX, ackWaitMs: 15_000 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { WebhookConfigSchema, webhookSettings } from '../src/config';
+import { WebhookConfigSchema, webhookConfigChecks, webhookMode, webhookModeLine, webhookSettings } from '../src/config';
 
 const KEY = Buffer.alloc(32, 3).toString('base64');
 const settings = (env: Record<string, string>, defaultMode: 'production' | 'development') =>
@@ -25,6 +25,26 @@ describe('webhook configuration', () => {
     expect(() => settings({ WEBHOOK_ALLOW_PRIVATE: '1', WEBHOOK_MODE: 'production' }, 'development')).toThrow();
     expect(settings({ WEBHOOK_ALLOW_PRIVATE: '1' }, 'development').allowPrivate).toBe(true);
     expect(settings({ WEBHOOK_ALLOW_PRIVATE: '1', WEBHOOK_MODE: 'development' }, 'production').allowPrivate).toBe(true);
+  });
+
+  it('follows NODE_ENV=production when WEBHOOK_MODE is unset; development only when asked for', () => {
+    expect(webhookMode({}, 'development')).toEqual({ mode: 'development', because: 'the default without NODE_ENV=production' });
+    expect(webhookMode({ NODE_ENV: 'production' }, 'development')).toEqual({ mode: 'production', because: 'NODE_ENV=production' });
+    expect(webhookMode({ NODE_ENV: 'production', WEBHOOK_MODE: 'development' }, 'development').mode).toBe('development');
+    expect(webhookMode({ NODE_ENV: 'development' }, 'production').mode).toBe('production');
+    const standalone = (env: Record<string, string>) => webhookSettings({ ...WebhookConfigSchema.parse(env), NODE_ENV: env.NODE_ENV }, 'development', KEY);
+    expect(() => standalone({ NODE_ENV: 'production', WEBHOOK_ALLOW_PRIVATE: '1' })).toThrow(/the mode is production \(NODE_ENV=production\)/);
+    expect(standalone({ NODE_ENV: 'production', WEBHOOK_MODE: 'development', WEBHOOK_ALLOW_PRIVATE: '1' }).allowPrivate).toBe(true);
+    expect(webhookConfigChecks('development')({ NODE_ENV: 'production', WEBHOOK_ALLOW_PRIVATE: '1' })).toEqual([
+      { variable: 'WEBHOOK_ALLOW_PRIVATE', message: expect.stringMatching(/the mode is production \(NODE_ENV=production\)$/) },
+    ]);
+  });
+
+  it('says which mode it runs in, and how to leave development mode on a server', () => {
+    expect(webhookModeLine({ mode: 'production', because: 'NODE_ENV=production' }, false)).toMatch(/^Webhooks: production mode \(NODE_ENV=production\)/);
+    expect(webhookModeLine(webhookMode({}, 'development'), true)).toMatch(
+      /^Webhooks: development mode .*loopback receivers \(WEBHOOK_ALLOW_PRIVATE=1\); on a server, set NODE_ENV=production/,
+    );
   });
 
   it('reads WEBHOOK_ALLOW_CIDRS as a list of CIDRs or addresses, and refuses anything else', () => {

@@ -83,7 +83,7 @@ export class WebhookService {
       throw invalidRequest(
         'invalid_url',
         "Invalid 'url': webhook URLs must use https://. For a receiver on your own machine during development, run the " +
-          'service with WEBHOOK_MODE=development and WEBHOOK_ALLOW_PRIVATE=1 (pnpm start is in development mode already): ' +
+          'service with WEBHOOK_MODE=development and WEBHOOK_ALLOW_PRIVATE=1 (pnpm start is, unless NODE_ENV=production): ' +
           'it then accepts http:// and loopback URLs such as http://localhost:4242/webhooks.',
         'url',
       );
