@@ -266,6 +266,8 @@ export const StoredChatMessageSchema = z.object({
   tool_calls: z.array(ToolCallSchema).optional(),
   tool_call_id: z.string().optional(),
   created_at: z.int(),
+  /** On an answer: the `metadata` its request sent, shown with it when the session is read. */
+  metadata: MetadataSchema.optional(),
 });
 export type StoredChatMessage = z.infer<typeof StoredChatMessageSchema>;
 

@@ -113,6 +113,7 @@ describe('the agent contract on the chat service', () => {
       session_id: first.session_id,
       messages: [{ role: 'tool', tool_call_id: call.id, content: 'Sunny and 24 degrees' }],
       tools: [WEATHER],
+      metadata: { trip: 'lisbon' },
     });
     expect(second.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: expect.stringMatching(/sunny|degrees/i) } });
     expect(second.choices[0]!.message.tool_calls).toBeUndefined();
@@ -128,6 +129,8 @@ describe('the agent contract on the chat service', () => {
       ['tool', call.id],
       ['assistant', null],
     ]);
+    // Each answer shows the metadata its request sent.
+    expect(session.messages.map((m) => m.metadata ?? null)).toEqual([null, null, null, { trip: 'lisbon' }]);
   });
 
   it('given tool_choice none, then text; given a named tool, then that one, even after a tool result', async () => {

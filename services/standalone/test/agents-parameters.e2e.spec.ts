@@ -146,8 +146,16 @@ const CHAT: Record<string, Case[]> = {
       },
     },
   ],
-  // Kept with the exchange in the session's events; OpenAI shows it on stored completions, which `store` refuses.
-  metadata: [{ value: { topic: 'gardens' }, honoured: passedOn('kept with the session exchange, shown by no read') }],
+  // Kept with the exchange: the session shows it on the answer.
+  metadata: [
+    {
+      value: { topic: 'gardens' },
+      honoured: async (a) => {
+        const session = await api.call('GET', `/v1/chat/completions/${a.body.session_id}`, { token: tester.key });
+        expect(session.body.messages.at(-1).metadata).toEqual({ topic: 'gardens' });
+      },
+    },
+  ],
   modalities: [{ value: ['text'], honoured: (a) => expect(typeof chatText(a)).toBe('string') }, { value: ['text', 'audio'] }],
   n: [
     {

@@ -1,4 +1,4 @@
-import type { ChatEvent, ResponseEvent } from '@oc/contracts';
+import type { ChatEvent, Metadata, ResponseEvent, StoredChatMessage } from '@oc/contracts';
 import type { StoredEvent } from '@oc/eventstore';
 import { documentProjection } from '@oc/readmodel';
 import { ChatCollections, type ChatResponseDoc, type ChatSessionDoc } from './documents';
@@ -18,12 +18,16 @@ export const sessionsProjection = documentProjection<ChatSessionDoc>({
       case 'ChatSessionStarted':
         return { _id: event.data.session_id, org_id: event.data.org_id, created_at: event.data.created_at, messages: [] };
       case 'ChatExchangeRecorded':
-        return doc && { ...doc, messages: [...doc.messages, ...event.data.messages] };
+        return doc && { ...doc, messages: [...doc.messages, ...withMetadata(event.data.messages, event.data.metadata)] };
       default:
         return doc;
     }
   },
 });
+
+/** The request's metadata goes on the exchange's answer, its last message, where a read of the session shows it. */
+const withMetadata = (messages: StoredChatMessage[], metadata: Metadata | undefined) =>
+  metadata === undefined || messages.length === 0 ? messages : [...messages.slice(0, -1), { ...messages.at(-1)!, metadata }];
 
 /** Stored responses, for GET and DELETE /v1/responses/{id}, its input items, and `previous_response_id`; deleted ones go. */
 export const responsesProjection = documentProjection<ChatResponseDoc>({
