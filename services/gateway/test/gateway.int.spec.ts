@@ -507,6 +507,23 @@ describe('gateway: the failed-authentication window', () => {
     expect(await attempt('203.0.113.8', madeUp(200))).toBe(401);
     request.mockRestore();
   });
+
+  it('limits wrong admin tokens per client address (429 with Retry-After), and the right one from another address still works', async () => {
+    const admin = (forwardedFor: string, token: string) =>
+      fetch(`${url}/admin/v1/organizations`, { headers: { authorization: `Bearer ${token}`, 'x-forwarded-for': forwardedFor } }).then(async (r) => ({
+        status: r.status,
+        retryAfter: r.headers.get('retry-after'),
+        body: (await r.json()) as any,
+      }));
+    const guesses = [];
+    for (let i = 0; i < 61; i++) guesses.push(await admin('203.0.113.30', `guess-${i}`));
+    expect(guesses.slice(0, 60).map((g) => g.status)).toEqual(Array(60).fill(401));
+    expect(guesses[60]).toMatchObject({ status: 429, retryAfter: '60', body: { error: { type: 'rate_limit_error', code: 'rate_limit_exceeded' } } });
+    // Refused before the token is looked at: from the guesser's address even the right one is not told apart.
+    expect((await admin('203.0.113.30', 'admin-token-for-tests')).status).toBe(429);
+    // The operator, elsewhere, is not locked out: past authentication (this gateway has no admin routes, hence 404).
+    expect((await admin('198.51.100.30', 'admin-token-for-tests')).body.error.code).toBe('unknown_url');
+  });
 });
 
 describe('gateway: OpenAPI document', () => {

@@ -56,6 +56,18 @@ describe.each(stores)('rate limits (%s counters)', (_, make) => {
     await limits.record(tokens, 500);
     expect((await limits.peek(tokens)).allowed).toBe(false);
   });
+
+  it('locks a subject out for a given time whatever its window had left, and counts lockouts without refusing', async () => {
+    const limits = make();
+    const failures = window('admin_auth_minute', 60);
+    await limits.block(failures, 240);
+    const refused = await limits.peek(failures);
+    expect(refused).toMatchObject({ allowed: false });
+    if (!refused.allowed) expect(refused.retryAfterSeconds).toBeGreaterThan(230);
+    expect((await limits.peek(window('admin_auth_minute', 60))).allowed).toBe(true);
+    const lockouts = { ...window('admin_auth_minute_lockouts', 1), durationSeconds: 3600 };
+    expect([await limits.increment(lockouts), await limits.increment(lockouts), await limits.increment(lockouts)]).toEqual([1, 2, 3]);
+  });
 });
 
 // Counters in Redis are what lets several gateway replicas enforce one limit together.

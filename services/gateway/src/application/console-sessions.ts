@@ -5,7 +5,6 @@ import {
   type ConsolePrincipal,
   ConsolePrincipalSchema,
   type ConsoleSession,
-  rateLimited,
   Subjects,
   unixSeconds,
   type SignInBody,
@@ -15,7 +14,8 @@ import type { ServiceClient } from '@oc/messaging';
 import { parse as parseCookies, serialize as serializeCookie } from 'cookie';
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
-import { consoleSignInWindows, type LimitWindow } from '../domain/limits';
+import { consoleSignInWindows } from '../domain/limits';
+import { FailedAttempts } from './failed-attempts';
 import type { PasswordHasher } from './passwords';
 import type { RateLimits } from './rate-limits';
 
@@ -52,8 +52,10 @@ const invalidCredentials = () =>
  */
 export class ConsoleSessions {
   readonly #adminCredential: string;
+  readonly #failures: FailedAttempts;
   constructor(private readonly o: ConsoleSessionOptions) {
     this.#adminCredential = sha256(o.adminToken);
+    this.#failures = new FailedAttempts(o.limits);
   }
 
   private token(req: Request): string | undefined {
@@ -106,16 +108,15 @@ export class ConsoleSessions {
   }
 
   /**
-   * Failed sign-ins are counted per client address and per email; while either window is spent, sign-in is
-   * answered 429 before any password is checked, so guessing costs the guesser time, not us hashing.
+   * Failed sign-ins are counted per client address and per email at that address; while either window is spent,
+   * sign-in is answered 429 before any password is checked, so guessing costs the guesser time, not us hashing,
+   * and a member signing in from anywhere else is not held up by a guesser.
    */
   async signIn(req: Request, res: Response, body: z.infer<typeof SignInBody>): Promise<ConsoleSession> {
     const address = req.ip ?? req.socket.remoteAddress ?? 'unknown';
-    const windows: LimitWindow[] = consoleSignInWindows(address, 'email' in body ? body.email : undefined);
-    for (const window of windows) {
-      const state = await this.o.limits.peek(window);
-      if (!state.allowed) throw rateLimited(state.retryAfterSeconds, 'failed console sign-ins; try again later');
-    }
+    const windows = consoleSignInWindows(address, 'email' in body ? body.email : undefined);
+    const refusal = 'failed console sign-ins from this address; try again later';
+    await this.#failures.check(windows, refusal);
     let subject: { kind: 'member'; member_id: string } | { kind: 'operator'; credential: string } | undefined;
     if ('email' in body) {
       const found = unwrap(
@@ -129,7 +130,7 @@ export class ConsoleSessions {
       if (timingSafeEqual(presented, Buffer.from(this.#adminCredential, 'hex'))) subject = { kind: 'operator', credential: this.#adminCredential };
     }
     if (!subject) {
-      await this.o.limits.consume(windows);
+      await this.#failures.failed(windows, refusal);
       if ('email' in body) throw invalidCredentials();
       throw new ApiError({ status: 401, type: 'authentication_error', code: 'invalid_admin_token', message: 'Invalid admin token.' });
     }

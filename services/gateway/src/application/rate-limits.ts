@@ -106,6 +106,16 @@ export class RateLimits {
     await this.limiter(window).penalty(window.subject, points);
   }
 
+  /** Adds one to the subject's count in the window, never refusing; the count after it. */
+  async increment(window: LimitWindow): Promise<number> {
+    return (await this.limiter(window).penalty(window.subject, 1)).consumedPoints;
+  }
+
+  /** Refuses the window's subject for `seconds` from now, however much of the window was left (a lockout). */
+  async block(window: LimitWindow, seconds: number): Promise<void> {
+    await this.limiter(window).block(window.subject, seconds);
+  }
+
   private state(window: LimitWindow, res: RateLimiterRes): RateLimitState {
     return {
       limit: window.points,

@@ -49,15 +49,44 @@ export function anonymousWindow(address: string, pointsPerMinute: number): Limit
   return { name: 'anonymous_minute', subject: address, points: pointsPerMinute, durationSeconds: MINUTE };
 }
 
-/** Failed console sign-ins: per client address, and per email so that one member cannot be guessed at from many. */
-export const CONSOLE_SIGN_IN_FAILURES = { perAddress: 20, perEmail: 10, windowSeconds: 15 * MINUTE };
+/**
+ * Failed admin-token authentications on `/admin/v1` per client address per minute: as many as the API's
+ * (`AUTH_FAILURES_PER_MINUTE`), counted apart, so that a client retrying a bad API key does not lock out an
+ * operator at the same address.
+ */
+export function adminAuthWindow(address: string, pointsPerMinute: number): LimitWindow {
+  return { name: 'admin_auth_minute', subject: address, points: pointsPerMinute, durationSeconds: MINUTE };
+}
+
+/**
+ * Failed console sign-ins: per client address, and per email at that address. Never per email alone: a window
+ * anyone can fill from anywhere would lock the member out (ten wrong passwords did, for 15 minutes).
+ */
+export const CONSOLE_SIGN_IN_FAILURES = { perAddress: 20, perEmailAtAddress: 10, windowSeconds: 15 * MINUTE };
 
 export function consoleSignInWindows(address: string, email: string | undefined): LimitWindow[] {
-  const { perAddress, perEmail, windowSeconds } = CONSOLE_SIGN_IN_FAILURES;
+  const { perAddress, perEmailAtAddress, windowSeconds } = CONSOLE_SIGN_IN_FAILURES;
   return [
     { name: 'console_sign_in_address', subject: address, points: perAddress, durationSeconds: windowSeconds },
-    ...(email ? [{ name: 'console_sign_in_email', subject: email, points: perEmail, durationSeconds: windowSeconds }] : []),
+    ...(email ? [{ name: 'console_sign_in_email_address', subject: `${email} ${address}`, points: perEmailAtAddress, durationSeconds: windowSeconds }] : []),
   ];
+}
+
+/**
+ * A subject that fills a window of failed authentications is locked out: the window's length the first time,
+ * twice as long each time it fills it again within `memorySeconds` of the first, up to `maxSeconds`. A patient
+ * guesser gets a window's worth of guesses per doubling wait, a few hundred a week, where a fixed window would
+ * give it one every window, forever; someone who mistyped waits no longer than the window.
+ */
+export const LOCKOUT = { memorySeconds: 7 * DAY, maxSeconds: DAY };
+
+export function lockoutSeconds(window: LimitWindow, lockouts: number): number {
+  return Math.min(window.durationSeconds * 2 ** Math.max(0, lockouts - 1), LOCKOUT.maxSeconds);
+}
+
+/** How many times a subject has filled a window: counted, never refusing. */
+export function lockoutsWindow(window: LimitWindow): LimitWindow {
+  return { name: `${window.name}_lockouts`, subject: window.subject, points: Number.MAX_SAFE_INTEGER, durationSeconds: LOCKOUT.memorySeconds };
 }
 
 /** Requests one console session may make per minute; the console's pages make a few every few seconds. */

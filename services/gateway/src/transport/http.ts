@@ -26,7 +26,8 @@ import type { Logger } from 'pino';
 import type { KeyAuthenticator } from '../application/authenticator';
 import type { KeyUsageRecorder } from '../application/key-usage';
 import type { RateLimits, RateLimitState } from '../application/rate-limits';
-import { anonymousWindow, DEFAULT_AUTH_FAILURES_PER_MINUTE, requestWindows } from '../domain/limits';
+import { adminAuthWindow, anonymousWindow, DEFAULT_AUTH_FAILURES_PER_MINUTE, requestWindows } from '../domain/limits';
+import { FailedAttempts } from '../application/failed-attempts';
 import type { ConsoleSessions } from '../application/console-sessions';
 import { consoleApi, dashboardFiles } from './console';
 import type { ConsoleRoute } from './console-routes';
@@ -55,7 +56,7 @@ export interface GatewayDeps {
   admin: Route<'admin'>[];
   /** The web console's API (`/console/v1`) and its sessions; absent, the gateway has no console API. */
   console?: { routes: ConsoleRoute[]; sessions: ConsoleSessions };
-  /** Per client address, for requests that fail authentication (`AUTH_FAILURES_PER_MINUTE`). */
+  /** Per client address, for requests that fail authentication (`AUTH_FAILURES_PER_MINUTE`), on `/v1` and on `/admin/v1` apart. */
   anonymousPerMinute?: number;
   /**
    * Addresses or CIDRs of the load balancers in front (`TRUSTED_PROXIES`): only a request from one of them
@@ -80,6 +81,7 @@ export function createGatewayApp(deps: GatewayDeps): RequestListener {
   const adminHash = createHash('sha256').update(deps.adminToken).digest();
   const trusted = proxyAddr.compile(deps.trustedProxies ?? []);
   const web = expressApp(deps);
+  const adminFailures = new FailedAttempts(deps.limits);
 
   const serveV1 = async (req: IncomingMessage, res: ServerResponse, method: string, path: string) => {
     let principal: KeyPrincipal;
@@ -113,9 +115,14 @@ export function createGatewayApp(deps: GatewayDeps): RequestListener {
   };
 
   const serveAdmin = async (req: IncomingMessage, res: ServerResponse, method: string, path: string) => {
+    // Per client address, so that a guesser elsewhere cannot lock the operator out.
+    const failures = [adminAuthWindow(proxyAddr(req, trusted), deps.anonymousPerMinute ?? DEFAULT_AUTH_FAILURES_PER_MINUTE)];
+    const limited = 'failed admin authentications from this address';
+    await adminFailures.check(failures, limited);
     const token = /^Bearer +(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
     const presented = createHash('sha256').update(token ?? '').digest();
     if (!token || !timingSafeEqual(presented, adminHash)) {
+      await adminFailures.failed(failures, limited);
       return sendError(
         res,
         new ApiError({ status: 401, type: 'authentication_error', code: 'invalid_admin_token', message: 'Invalid admin token.' }),
