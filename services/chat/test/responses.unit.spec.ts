@@ -121,6 +121,44 @@ describe('a Responses request as a chat completion', () => {
     ]);
   });
 
+  it("gives a user message's images to chat as image parts, as an https or data: URL", () => {
+    const png = 'data:image/png;base64,iVBORw0KGgo=';
+    const items = storedInputItems(RESP, [
+      {
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'What is in these?' },
+          { type: 'input_image', image_url: 'https://example.com/a.jpg', detail: 'low' },
+          { type: 'input_image', image_url: png },
+        ],
+      },
+    ]);
+    expect(items[0]).toMatchObject({ role: 'user', content: [{ type: 'input_text' }, { type: 'input_image', image_url: 'https://example.com/a.jpg', detail: 'low' }, { type: 'input_image', image_url: png }] });
+    expect(chatMessages(items)).toEqual([
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'What is in these?' },
+          { type: 'image_url', image_url: { url: 'https://example.com/a.jpg', detail: 'low' } },
+          { type: 'image_url', image_url: { url: png } },
+        ],
+      },
+    ]);
+  });
+
+  it.each([
+    ['input[0].content[0].file_id', { type: 'input_image', file_id: 'file_1' }, 'unsupported_parameter'],
+    ['input[0].content[0].detail', { type: 'input_image', image_url: 'https://example.com/a.jpg', detail: 'original' }, 'unsupported_parameter'],
+    ['input[0].content[0].image_url', { type: 'input_image', image_url: 'http://example.com/a.jpg' }, 'invalid_value'],
+  ])('refuses an image it cannot take, naming %s', (param, part, code) => {
+    expect(refusal(() => storedInputItems(RESP, [{ role: 'user', content: [part] }] as never))).toMatchObject({ code, param });
+  });
+
+  it('refuses an image outside a user message', () => {
+    const input = [{ role: 'system', content: [{ type: 'input_image', image_url: 'https://example.com/a.jpg' }] }];
+    expect(refusal(() => storedInputItems(RESP, input as never))).toMatchObject({ code: 'unsupported_parameter', param: 'input[0].content[0]' });
+  });
+
   it.each([
     ['tool_choice', { tool_choice: { type: 'allowed_tools', mode: 'auto', tools: [] } }],
     ['background', { background: true }],

@@ -1,5 +1,6 @@
 import {
   type ChatMessage,
+  type ContentPart,
   type CreateResponse,
   type FunctionTool,
   type ResponseFormat,
@@ -7,6 +8,9 @@ import {
   type ToolChoice,
   DomainError,
   type FinishReason,
+  ImageUrlSchema,
+  invalidRequest,
+  type ResponseContentPart,
   type ResponseInputItem,
   type ResponseItem,
   type ResponseObject,
@@ -78,9 +82,12 @@ export function storedInputItems(responseId: string, input: string | ConcreteInp
       case 'message': {
         if (item.phase != null) throw refused(`${at}.phase`, 'is not supported here');
         const parts = typeof item.content === 'string' ? [{ type: 'input_text' as const, text: item.content }] : item.content;
+        if (item.role === 'user') {
+          return { type: 'message', id: itemId(responseId, 'msg', own), role: 'user', status: 'completed', content: parts.map((part, j) => userPart(part, `${at}.content[${j}]`)) };
+        }
         const texts = parts.map((part, j) => {
           if (part.type === 'input_text' || part.type === 'output_text') return { text: part.text };
-          throw refused(`${at}.content[${j}]`, `(${part.type}) is not supported here yet: only text`);
+          throw refused(`${at}.content[${j}]`, `(${part.type}) is not supported here: only a user message takes images`);
         });
         if (item.role === 'assistant') {
           return {
@@ -107,6 +114,31 @@ export function storedInputItems(responseId: string, input: string | ConcreteInp
   });
 }
 
+type InputPart = Extract<ResponseItem, { type: 'message'; role: 'user' | 'system' | 'developer' }>['content'][number];
+
+/** A user message's part: text, or an image as chat takes it (an https or data: URL; no uploaded files here). */
+function userPart(part: ResponseContentPart, at: string): InputPart {
+  if (part.type === 'input_text' || part.type === 'output_text') return { type: 'input_text', text: part.text };
+  if (part.type !== 'input_image') throw refused(at, `(${part.type}) is not supported here: files are not taken`);
+  if (part.file_id != null) throw refused(`${at}.file_id`, 'is not supported here: send the image as image_url');
+  if (part.detail === 'original') throw refused(`${at}.detail`, "'original' is not supported here: use low, high or auto");
+  if (part.image_url == null) throw invalidRequest('invalid_value', `Missing '${at}.image_url'.`, `${at}.image_url`);
+  if (!ImageUrlSchema.safeParse(part.image_url).success) {
+    throw invalidRequest('invalid_value', `Invalid '${at}.image_url': an https URL or a data:image/{png,jpeg,gif,webp};base64 URL.`, `${at}.image_url`);
+  }
+  return { type: 'input_image', image_url: part.image_url, ...(part.detail ? { detail: part.detail } : {}) };
+}
+
+/** A message's parts in chat's terms: text alone stays a string, as before images were taken. */
+function chatContent(parts: ReadonlyArray<{ type: string; text?: string; image_url?: string | null; detail?: string }>): string | ContentPart[] {
+  if (!parts.some((part) => part.type === 'input_image')) return textOf(parts.map((part) => ({ text: part.text ?? '' })));
+  return parts.map((part): ContentPart =>
+    part.type === 'input_image'
+      ? { type: 'image_url', image_url: { url: part.image_url!, ...(part.detail ? { detail: part.detail as 'auto' | 'low' | 'high' } : {}) } }
+      : { type: 'text', text: part.text ?? '' },
+  );
+}
+
 /**
  * Items as the chat completion's messages (OpenAI's developer role is a system message to chat): function calls
  * join the assistant turn before them as its tool calls, a call's output is a tool message.
@@ -122,8 +154,8 @@ export function chatMessages(items: ResponseItem[]): ChatMessage[] {
     } else if (item.type === 'function_call_output') {
       messages.push({ role: 'tool', tool_call_id: item.call_id, content: typeof item.output === 'string' ? item.output : textOf(item.output as Array<{ text: string }>) });
     } else {
-      const text = textOf(item.content.map((part) => ('text' in part ? part : { text: '' })));
-      messages.push({ role: item.role === 'developer' ? 'system' : item.role, content: text });
+      const content = item.role === 'assistant' ? textOf(item.content.map((part) => ('text' in part ? part : { text: '' }))) : chatContent(item.content);
+      messages.push({ role: item.role === 'developer' ? 'system' : item.role, content } as ChatMessage);
     }
   }
   return messages;
