@@ -197,6 +197,33 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       expect((await h.api().call('GET', '/v1/videos', { token: key })).body.data).toHaveLength(1);
     });
 
+    it('keeps an Idempotency-Key of the live and the test keys of one organization apart, each replayed in its own mode', async () => {
+      const { key: live, orgId } = await customer(10);
+      const testKey = await h.api().admin('POST', `/organizations/${orgId}/keys`, {
+        name: 'test mode',
+        scopes: [...VIDEO_SCOPES],
+        mode: 'test',
+        rate_limit_per_minute: 100_000,
+      });
+      const test = testKey.body.key as string;
+      const create = (key: string, idempotencyKey: string) => h.create(key, {}, { 'idempotency-key': idempotencyKey });
+      // Live first, then test; and test first, then live.
+      for (const [first, second, idempotencyKey] of [
+        [live, test, 'order-7'],
+        [test, live, 'order-8'],
+      ] as const) {
+        const a = await create(first, idempotencyKey);
+        const b = await create(second, idempotencyKey);
+        expect([a.status, b.status]).toEqual([200, 200]);
+        expect(b.body.id).not.toBe(a.body.id);
+        expect((await create(first, idempotencyKey)).body).toEqual(a.body);
+        expect((await create(second, idempotencyKey)).body).toEqual(b.body);
+      }
+      // Two live videos held once each; the test ones touch no balance.
+      expect(await h.balance(live)).toMatchObject({ reserved: 0.8 });
+      expect((await h.api().call('GET', '/v1/videos', { token: live })).body.data).toHaveLength(4);
+    });
+
     it('is described in the OpenAPI document by the same contracts that validate it', async () => {
       const doc = (await (await fetch(`${service.url}/openapi.json`)).json()) as any;
       expect(doc.paths['/v1/videos'].post.requestBody.content['application/json'].schema.properties.seconds.enum).toEqual(['4', '8', '12']);

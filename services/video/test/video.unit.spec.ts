@@ -266,10 +266,11 @@ describe('Idempotency-Key claims', () => {
     expect(keySpec.given([claimed('video_1'), claimed('video_2')]).when(claim('video_3', { replacing: 'video_1' }))).toEqual({ events: [] });
   });
 
-  it('names one stream per organization and key, whatever the key holds', () => {
-    expect(idempotencyKeyStream('org_1', 'k')).toMatch(/^videokey-[0-9a-f]{64}$/);
-    expect(idempotencyKeyStream('org_1', 'k')).not.toBe(idempotencyKeyStream('org_2', 'k'));
-    expect(idempotencyKeyStream('org_1', 'a\nb')).not.toBe(idempotencyKeyStream('org_1\na', 'b'));
+  it('names one stream per organization, mode and key, whatever the key holds', () => {
+    expect(idempotencyKeyStream('org_1', 'live', 'k')).toMatch(/^videokey-[0-9a-f]{64}$/);
+    expect(idempotencyKeyStream('org_1', 'live', 'k')).not.toBe(idempotencyKeyStream('org_2', 'live', 'k'));
+    expect(idempotencyKeyStream('org_1', 'live', 'k')).not.toBe(idempotencyKeyStream('org_1', 'test', 'k'));
+    expect(idempotencyKeyStream('org_1', 'live', 'a\nb')).not.toBe(idempotencyKeyStream('org_1\na', 'live', 'b'));
   });
 });
 

@@ -246,11 +246,13 @@ export class VideoService {
     const key = caller.idempotency_key;
     if (key === undefined) return this.queue(caller, request, remixedFrom, null, this.deps.ids.next('video_'), image);
     const requestHash = createHash('sha256').update(JSON.stringify([remixedFrom, request, ...(reference ? [reference.sha256] : [])])).digest('hex');
-    return this.idempotency.run(`${caller.org_id}\n${key}`, async () => {
+    return this.idempotency.run(`${caller.org_id}\n${caller.mode}\n${key}`, async () => {
       // The read model answers a repeat of an accepted request at once (and knows keys used before claims).
+      // A key is the caller's mode's: the same key from the organization's key of the other mode is another request.
       const [first] = await this.videos.find(
         {
           org_id: caller.org_id,
+          mode: caller.mode,
           idempotency_key: key,
           // A create that never got its funds held has no first response to repeat.
           status: { $nin: ['requested', 'rejected'] },
@@ -270,7 +272,7 @@ export class VideoService {
    */
   private async claimThenQueue(caller: Caller, request: CreateVideoRequest, remixedFrom: string | null, key: string, requestHash: string, image?: ReferenceImage) {
     const videoId = this.deps.ids.next('video_');
-    const stream = idempotencyKeyStream(caller.org_id, key);
+    const stream = idempotencyKeyStream(caller.org_id, caller.mode, key);
     let replacing: string | null = null;
     for (;;) {
       const { state }: { state: IdempotencyKeyState } = await this.deps.commands.handle(stream, idempotencyKeyDecider, {

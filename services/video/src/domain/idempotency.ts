@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto';
 import { streamName, type VideoEvent, VideoStreams } from '@oc/contracts';
 
 /**
- * An organization's Idempotency-Key (stream `videokey-<hash of organization and key>`): which video it
- * stands for. The stream is the guard across replicas: two requests racing on one key both append a claim
+ * An organization's Idempotency-Key in one mode (stream `videokey-<hash of organization, mode and key>`):
+ * which video it stands for. Live and test keys of one organization each have their own, so that a test
+ * key never gets a live video (nor a live key a simulated one) by reusing a key. The stream is the guard across replicas: two requests racing on one key both append a claim
  * with the revision they read, one wins, and the other finds the winner's video in the state it is told.
  */
 export type IdempotencyKeyEvent = Extract<VideoEvent, { type: 'VideoIdempotencyKeyClaimed' }>;
@@ -25,8 +26,8 @@ export interface ClaimIdempotencyKey {
   replacing: string | null;
 }
 
-export const idempotencyKeyStream = (orgId: string, key: string) =>
-  streamName(VideoStreams.idempotencyKey, createHash('sha256').update(JSON.stringify([orgId, key])).digest('hex'));
+export const idempotencyKeyStream = (orgId: string, mode: 'live' | 'test', key: string) =>
+  streamName(VideoStreams.idempotencyKey, createHash('sha256').update(JSON.stringify([orgId, mode, key])).digest('hex'));
 
 function decide(command: ClaimIdempotencyKey, state: IdempotencyKeyState): IdempotencyKeyEvent[] {
   const free =
