@@ -111,7 +111,7 @@ describe('streamed completions through the gateway', () => {
     const res = await streamed();
     expect(await res.text()).toBe(
       `data: ${JSON.stringify(chunk('Hel'))}\n\n` +
-        `data: ${JSON.stringify({ error: { type: 'api_error', code: 'stream_timeout', message: 'The stream stalled for more than 200 ms.' } })}\n\n`,
+        `data: ${JSON.stringify({ error: { type: 'api_error', message: 'The stream stalled for more than 200 ms.', code: 'stream_timeout' } })}\n\n`,
     );
   });
 

@@ -27,6 +27,7 @@ const VALID_BODIES: Record<string, Record<string, unknown>> = {
   'POST /v1/videos': { model: 'video-2', prompt: 'A paper boat', seconds: '4', size: '1280x720' },
   'POST /v1/videos/:id/remix': { prompt: 'The same boat, at night' },
   'POST /v1/chat/completions': { model: 'chat-2', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 },
+  'POST /v1/responses': { model: 'chat-2', input: 'Hi', max_output_tokens: 8 },
   'POST /v1/completions': { model: 'chat-2', prompt: 'Once upon a time', max_tokens: 8 },
   'POST /v1/webhooks': { url: 'https://hooks.example.com/oc', events: ['video.completed'] },
   'PATCH /v1/webhooks/:webhook_id': { description: 'renamed' },
