@@ -1,6 +1,7 @@
 export * from './port';
 export * from './decider';
 export * from './snapshots';
+export { EXIT_CORRUPT_LOG, EventLogCorruptError, isCorruptionError, openRebuildable } from './sqlite-files';
 export * from './sqlite';
 export * from './kurrentdb';
 export { startThread, startWorker, type WorkerCalls } from './worker-calls';

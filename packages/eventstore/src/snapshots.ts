@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { openRebuildable } from './sqlite-files';
 
 /**
  * A stream's state as of one revision, kept so that a long stream (an account's millions of reservations) is
@@ -40,14 +41,35 @@ export const jsonSnapshots = <State>(version: number, every: number): SnapshotCo
   decode: (data) => data as State,
 });
 
-/** A process's snapshots: `<dataDir>/snapshots.sqlite`, a failure to read or keep one logged as a warning. */
+/**
+ * A process's snapshots: `<dataDir>/snapshots.sqlite`, a failure to read or keep one logged as a warning, and
+ * a corrupt file moved aside (one warning) and started anew.
+ */
 export const openSnapshotStore = (dataDir: string, logger: { warn(fields: object, message: string): void }) =>
-  new SqliteSnapshotStore(join(dataDir, 'snapshots.sqlite'), (err) => logger.warn({ err }, 'a snapshot was not read or kept'));
+  new SqliteSnapshotStore(
+    join(dataDir, 'snapshots.sqlite'),
+    (err) => logger.warn({ err }, 'a snapshot was not read or kept'),
+    (message) => logger.warn({}, message),
+  );
+
+/** Opens the file as every connection to it must. */
+function openSnapshotFile(filename: string): Database.Database {
+  const db = new Database(filename, { timeout: 5_000 });
+  db.pragma('journal_mode = WAL');
+  // A cache may lose its last writes, but must never be corrupt after a crash. OFF lets the OS write pages in
+  // any order, so a power loss or OS crash mid-checkpoint can leave a corrupt file; with WAL, NORMAL syncs only
+  // at checkpoints (never on commit), so it costs a snapshot nothing and a crash only takes back the last ones.
+  db.pragma('synchronous = NORMAL');
+  db.exec(
+    'CREATE TABLE IF NOT EXISTS snapshots (stream TEXT PRIMARY KEY, revision INTEGER NOT NULL, event_id TEXT NOT NULL, version INTEGER NOT NULL, state TEXT NOT NULL)',
+  );
+  return db;
+}
 
 /**
  * Snapshots in a SQLite file of their own (not the event log: nothing there is published, and the log's writer
- * is never made to wait for them). Writes are not synced: a snapshot lost to a crash is only a longer load.
- * Several processes may share the file (WAL, a busy timeout).
+ * is never made to wait for them). Several processes may share the file (WAL, a busy timeout). A file that is
+ * not a database or fails the quick check at open is moved aside and made anew (`openRebuildable`).
  */
 export class SqliteSnapshotStore implements SnapshotStore {
   private readonly db: Database.Database;
@@ -57,13 +79,10 @@ export class SqliteSnapshotStore implements SnapshotStore {
   constructor(
     filename: string,
     private readonly onError: (error: unknown) => void,
+    onRebuilt: (message: string) => void = (message) => onError(new Error(message)),
+    now: () => number = Date.now,
   ) {
-    this.db = new Database(filename, { timeout: 5_000 });
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = OFF');
-    this.db.exec(
-      'CREATE TABLE IF NOT EXISTS snapshots (stream TEXT PRIMARY KEY, revision INTEGER NOT NULL, event_id TEXT NOT NULL, version INTEGER NOT NULL, state TEXT NOT NULL)',
-    );
+    this.db = openRebuildable(filename, openSnapshotFile, onRebuilt, now);
     this.select = this.db.prepare('SELECT revision, event_id, version, state FROM snapshots WHERE stream = ?');
     this.upsert = this.db.prepare(
       `INSERT INTO snapshots (stream, revision, event_id, version, state) VALUES (?, ?, ?, ?, ?)

@@ -17,6 +17,7 @@ import {
 } from './port';
 import { DEFAULT_MAX_BATCH, EventQueue } from './queue';
 import { startWorker } from './worker-calls';
+import { EventLogCorruptError, isCorruptionError } from './sqlite-files';
 import { type CommitOutcome, createWriter, openDatabase, type PendingRows } from './eventstore-writer.mjs';
 
 export interface SqliteEventStoreOptions {
@@ -157,7 +158,11 @@ export class SqliteEventStore implements EventStore {
     this.newId = options.newId ?? (() => uuidV7());
     this.pollIntervalMs = options.pollIntervalMs ?? 200;
     const busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
-    this.db = openDatabase(options.filename, busyTimeoutMs);
+    try {
+      this.db = openDatabase(options.filename, busyTimeoutMs);
+    } catch (error) {
+      throw isCorruptionError(error) ? new EventLogCorruptError(options.filename, error.message) : error;
+    }
     this.writer = options.readOnly
       ? readOnly()
       : options.filename === ':memory:'

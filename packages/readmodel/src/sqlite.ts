@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { startWorker } from '@oc/eventstore';
+import { openRebuildable, startWorker } from '@oc/eventstore';
 import type {
   Collection,
   CollectionSpec,
@@ -27,6 +27,12 @@ export interface SqliteReadModelOptions {
    * the file being written by this process's projection thread).
    */
   writes?: 'worker' | 'this-thread' | 'none';
+  /**
+   * Told in one line when the file was corrupt at open (not a database, or failing SQLite's quick check): it is
+   * then moved aside and made anew, and the projections, their checkpoints gone with it, rebuild it from the
+   * event log. On stderr unless given.
+   */
+  onRebuilt?: (message: string) => void;
 }
 
 export class UnindexedQueryError extends Error {
@@ -102,7 +108,7 @@ export class SqliteReadModelStore implements ReadModelStore {
 
   constructor(options: SqliteReadModelOptions) {
     this.assertIndexed = options.assertIndexed ?? process.env.OC_ASSERT_INDEXED_QUERIES === '1';
-    this.db = openDatabase(options.filename);
+    this.db = openRebuildable(options.filename, openDatabase, options.onRebuilt ?? ((message) => process.stderr.write(`${message}\n`)));
     const writes = options.writes ?? (options.filename === ':memory:' ? 'this-thread' : 'worker');
     if (writes === 'none') {
       this.writer = {

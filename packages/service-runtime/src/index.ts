@@ -7,6 +7,8 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { natsNames, type OwningService, ownsStream, type Replicas } from '@oc/contracts';
 import {
   type CheckpointStore,
+  EXIT_CORRUPT_LOG,
+  EventLogCorruptError,
   type EventStore,
   ensurePrivateDir,
   privateFiles,
@@ -60,6 +62,17 @@ const within = <T>(ms: number, check: Promise<T>) =>
  * `telemetry` was started by the process's first import; when it is on, requests, handlers, appends and
  * projection batches are traced.
  */
+/** The event log opened, or the process stopped with one line saying it is corrupt (never a stack trace). */
+function openLog<T>(open: () => T): T {
+  try {
+    return open();
+  } catch (error) {
+    if (!(error instanceof EventLogCorruptError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    process.exit(EXIT_CORRUPT_LOG);
+  }
+}
+
 export async function runServiceProcess<S extends { module: DynamicModule; close(): Promise<void>; listening?(): void }>(options: {
   service: OwningService;
   version: string;
@@ -73,11 +86,14 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
   const logger = createLogger({ service, level: config.LOG_LEVEL });
   privateFiles();
   await ensurePrivateDir(config.DATA_DIR);
-  const stores = openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: config.EVENTSTORE_FILE ?? join(config.DATA_DIR, 'events.sqlite') });
+  const stores = openLog(() => openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: config.EVENTSTORE_FILE ?? join(config.DATA_DIR, 'events.sqlite') }));
   const snapshots = openSnapshotStore(config.DATA_DIR, logger);
   const readModels = config.MONGO_URL
     ? await MongoReadModelStore.connect(config.MONGO_URL, `oc_${service}`)
-    : new SqliteReadModelStore({ filename: config.READMODEL_FILE ?? join(config.DATA_DIR, 'read-models.sqlite') });
+    : new SqliteReadModelStore({
+        filename: config.READMODEL_FILE ?? join(config.DATA_DIR, 'read-models.sqlite'),
+        onRebuilt: (message) => logger.warn(message),
+      });
   const nats = new NatsServiceClient({ servers: config.NATS_URL, prefix: config.NATS_PREFIX });
   const nc = await nats.connection();
   const self = options.replicaId ?? config.REPLICA_ID ?? hostname();

@@ -1,6 +1,6 @@
 import { telemetry } from './telemetry';
 import 'reflect-metadata';
-import { privateFiles } from '@oc/eventstore';
+import { EXIT_CORRUPT_LOG, EventLogCorruptError, privateFiles } from '@oc/eventstore';
 import { configFromEnv } from '@oc/contracts';
 import { webhookMode, webhookModeLine } from '@oc/webhook';
 import { STANDALONE_CONFIG_CHECKS, STANDALONE_WEBHOOK_MODE, StandaloneConfigSchema } from './config';
@@ -9,7 +9,11 @@ import { version } from './version';
 
 privateFiles();
 const config = configFromEnv(StandaloneConfigSchema, process.env, STANDALONE_CONFIG_CHECKS);
-const app = await startStandalone({ config, demo: true });
+const app = await startStandalone({ config, demo: true }).catch((error: unknown) => {
+  if (!(error instanceof EventLogCorruptError)) throw error;
+  process.stderr.write(`${error.message}\n`);
+  process.exit(EXIT_CORRUPT_LOG);
+});
 
 const lines = [
   `OC API ${version} listening on ${app.url} (embedded mode; data in ${config.DATA_DIR})`,

@@ -68,7 +68,10 @@ export async function startStandalone(options: StandaloneOptions) {
   const SERVICES = ['billing', 'chat', 'video', 'webhook'];
   // The services query their read models here; the projection thread writes them.
   const readModelStores: Record<string, SqliteReadModelStore> = Object.fromEntries(
-    SERVICES.map((service) => [service, new SqliteReadModelStore({ filename: readModelFile(service), writes: 'none' })]),
+    SERVICES.map((service) => [
+      service,
+      new SqliteReadModelStore({ filename: readModelFile(service), writes: 'none', onRebuilt: (message) => logger.warn(message) }),
+    ]),
   );
   const projectionThread = await startProjectionThread({
     entry: threadEntry('projection-thread'),
