@@ -223,6 +223,66 @@ describe('delivery of video events', () => {
     expect(JSON.parse(receiver.received[10]!.rawBody).data.id).toBe('video_after');
   });
 
+  it('fails the deliveries waiting for a retry as soon as the webhook is auto-disabled, logs them as not sent, and resends them once re-enabled', async () => {
+    const w = await start({ retryDelaysMs: [0, 1_000, 5_000], disableAfterFailures: 2 });
+    const receiver = track(await httpReceiver(failing(500)));
+    const hook = await register(w, receiver.url);
+    const log = async () => (await w.app.service.listDeliveries({ org_id: ORG, webhook_id: hook.id, limit: 10 })).data;
+    await w.emitVideo('VideoCompleted', ORG, { id: 'video_1' });
+    await w.until(() => expect(receiver.received).toHaveLength(1));
+    await w.emitVideo('VideoCompleted', ORG, { id: 'video_2' });
+    await w.until(() => expect(receiver.received).toHaveLength(2));
+
+    // The second failure disabled the webhook with both deliveries waiting for their second attempt: the clock
+    // has not moved, yet each delivery's newest row already says how it ended, and why.
+    await w.until(async () => expect(await w.app.service.get({ org_id: ORG, webhook_id: hook.id })).toMatchObject({ is_active: false }));
+    await w.until(async () =>
+      expect((await log()).map((a) => [a.event_id, a.attempt, a.status_code, a.error, a.delivery_status])).toEqual([
+        [expect.any(String), 2, null, 'not sent: the webhook was disabled', 'failed'],
+        [expect.any(String), 2, null, 'not sent: the webhook was disabled', 'failed'],
+        [expect.any(String), 1, 500, 'HTTP 500', 'pending'],
+        [expect.any(String), 1, 500, 'HTTP 500', 'pending'],
+      ]),
+    );
+    w.timers.advance(60_000);
+    await new Promise((r) => setImmediate(r));
+    expect(receiver.received).toHaveLength(2);
+    expect(await log()).toHaveLength(4);
+
+    const [notSent] = await log();
+    await expect(w.app.service.retryDelivery({ org_id: ORG, webhook_id: hook.id, delivery_id: notSent!.delivery_id })).rejects.toMatchObject({
+      code: 'webhook_inactive',
+    });
+    receiver.respond = (_req, res) => {
+      res.writeHead(200).end();
+    };
+    await w.app.service.update({ org_id: ORG, webhook_id: hook.id, changes: { is_active: true } });
+    const retried = await w.app.service.retryDelivery({ org_id: ORG, webhook_id: hook.id, delivery_id: notSent!.delivery_id });
+    expect(retried).toMatchObject({ status: 'pending', event_id: notSent!.event_id });
+    await w.until(() => expect(receiver.received).toHaveLength(3));
+    expect(JSON.parse(receiver.received[2]!.rawBody).id).toBe(notSent!.event_id);
+    expect(receiver.received[2]!.headers['x-service-delivery-attempt']).toBe('2');
+    await w.until(async () => expect((await log())[0]).toMatchObject({ delivery_id: notSent!.delivery_id, attempt: 2, status_code: 200, delivery_status: 'succeeded' }));
+    // The other one is still there to resend, alone or with recover.
+    expect(await w.app.service.recover({ org_id: ORG, webhook_id: hook.id, since: Math.floor(w.clock.now() / 1000) - 60 })).toMatchObject({ requeued: 1 });
+    await w.until(() => expect(receiver.received).toHaveLength(4));
+  });
+
+  it('fails the deliveries waiting for a retry when the owner disables the webhook', async () => {
+    const w = await start();
+    const receiver = track(await httpReceiver(failing(503)));
+    const hook = await register(w, receiver.url);
+    await w.emitVideo('VideoCompleted', ORG);
+    await w.until(() => expect(receiver.received).toHaveLength(1));
+    await w.until(() => expect(w.timers.next).toBe(w.clock.now() + 1_000));
+    await w.app.service.update({ org_id: ORG, webhook_id: hook.id, changes: { is_active: false } });
+    const log = (await w.app.service.listDeliveries({ org_id: ORG, webhook_id: hook.id, limit: 10 })).data;
+    expect(log.map((a) => [a.attempt, a.status_code, a.error, a.delivery_status])).toEqual([
+      [2, null, 'not sent: the webhook was disabled', 'failed'],
+      [1, 503, 'HTTP 503', 'pending'],
+    ]);
+  });
+
   it('resumes a delivery that was between retries when the service stopped', async () => {
     const w = await start();
     const receiver = track(await httpReceiver(failing(500)));

@@ -73,6 +73,19 @@ describe('delivery decider', () => {
     });
   });
 
+  it('lets a delivery abandoned while its webhook was disabled be requeued, its attempts counting on', () => {
+    const abandoned: DeliveryEvent = { type: 'DeliveryAbandoned', data: { ...ref, at: 1_500, reason: 'webhook_inactive' } };
+    const history = [scheduled, attempted(1, 1_000, failure, 2_000), abandoned];
+    expect(history.reduce(deliveryDecider.evolve, deliveryDecider.initialState())).toMatchObject({ status: 'failed', nextAttemptAt: null });
+    // Not attempted again on its own: the retry that was due is not recorded.
+    expect(spec.given(history).when(record(2, 2_000, failure))).toEqual({ events: [] });
+    const requeued: DeliveryEvent = { type: 'DeliveryRequeued', data: { ...ref, next_attempt_at: 9_000, replica: R } };
+    expect(
+      spec.given(history).when({ type: 'RequeueDelivery', deliveryId: 'dlv_1', webhookId: 'wh_1', orgId: 'org_1', now: 9_000, delays, replica: R }),
+    ).toEqual({ events: [requeued] });
+    expect(spec.given([...history, requeued]).when(record(2, 9_000, success))).toEqual({ events: [attempted(2, 9_000, success, null)] });
+  });
+
   it('requeues only a failed delivery, with a fresh schedule and the same event', () => {
     const failedHistory = [
       scheduled,

@@ -280,7 +280,7 @@ export class Deliveries {
       cause,
     );
     if (recorded.events.length === 0) return;
-    await this.webhook(
+    const counted = await this.webhook(
       {
         type: 'RecordAttempt',
         webhookId: state.webhookId,
@@ -291,7 +291,39 @@ export class Deliveries {
       cause,
     );
     const next = recorded.state;
-    if (next.status === 'pending' && next.nextAttemptAt !== null) this.scheduler.schedule(deliveryId, state.webhookId, next.nextAttemptAt);
+    const webhookNow = counted.state;
+    if (webhookNow.status === 'present' && webhookNow.isActive) {
+      if (next.status === 'pending' && next.nextAttemptAt !== null) this.scheduler.schedule(deliveryId, state.webhookId, next.nextAttemptAt);
+      return;
+    }
+    // Disabled by this failure, or while this attempt was on its way: the retry will not be made, so the
+    // delivery ends now rather than looking pending until it would have come due.
+    const reason = webhookNow.status === 'present' ? 'webhook_inactive' : 'webhook_deleted';
+    await this.delivery({ type: 'AbandonDelivery', deliveryId, at: clock.now(), reason, replica: this.deps.replicas.self }, cause);
+    if (counted.events.some((e) => e.type === 'WebhookDisabled')) await this.abandonPending(state.webhookId);
+  }
+
+  /**
+   * The webhook was just disabled: its deliveries waiting for an attempt end now, failed and logged as not
+   * sent. Those being attempted end when their outcome is recorded; another replica's, when their attempt
+   * comes due there and finds the webhook inactive.
+   */
+  async abandonPending(webhookId: string): Promise<void> {
+    const { self } = this.deps.replicas;
+    const pending = await this.deliveries.find({ webhook_id: webhookId, status: 'pending' });
+    for (const d of pending) {
+      if ((d.owner ?? null) !== self || this.scheduler.attempting(d._id)) continue;
+      const origin = await this.deps.commands.origin(deliveryStream(d._id));
+      try {
+        await this.delivery(
+          { type: 'AbandonDelivery', deliveryId: d._id, at: this.deps.clock.now(), reason: 'webhook_inactive', replica: self },
+          origin && causedBy(origin),
+        );
+      } catch (error) {
+        // Taken over by another replica since the read model was written: that one ends it.
+        if (!(error instanceof NotDeliveryOwner)) throw error;
+      }
+    }
   }
 
   stop(): Promise<void> {

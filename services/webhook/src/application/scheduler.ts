@@ -47,6 +47,8 @@ export class DeliveryScheduler {
   private readonly queued = new Set<string>();
   private readonly perEndpoint = new Map<string, number>();
   private readonly inFlight = new Set<Promise<void>>();
+  /** Deliveries whose attempt is being made now. */
+  private readonly running = new Set<string>();
   private cancelTimer: (() => void) | undefined;
   private immediate: ReturnType<typeof setImmediate> | undefined;
   private stopped = false;
@@ -58,6 +60,11 @@ export class DeliveryScheduler {
     if (this.stopped) return;
     this.waiting.set(deliveryId, { deliveryId, webhookId, at });
     this.arm();
+  }
+
+  /** Whether an attempt of the delivery is being made now (it may already be on its way to the endpoint). */
+  attempting(deliveryId: string): boolean {
+    return this.running.has(deliveryId);
   }
 
   /** Deliveries waiting for their time or a free worker. */
@@ -117,6 +124,7 @@ export class DeliveryScheduler {
       }
       this.ready.splice(i, 1);
       this.perEndpoint.set(task.webhookId, busy + 1);
+      this.running.add(task.deliveryId);
       const running: Promise<void> = this.options
         .run(task.deliveryId)
         .catch((error: unknown) => {
@@ -125,6 +133,7 @@ export class DeliveryScheduler {
         })
         .finally(() => {
           this.inFlight.delete(running);
+          this.running.delete(task.deliveryId);
           this.queued.delete(task.deliveryId);
           const left = (this.perEndpoint.get(task.webhookId) ?? 1) - 1;
           if (left === 0) this.perEndpoint.delete(task.webhookId);

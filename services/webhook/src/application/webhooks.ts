@@ -189,7 +189,7 @@ export class WebhookService {
   async update(m: WebhookMessage<'update'>): Promise<Webhook> {
     const { changes } = m;
     if (changes.url !== undefined) await this.checkUrl(changes.url);
-    await this.webhook({
+    const { events } = await this.webhook({
       type: 'UpdateWebhook',
       webhookId: m.webhook_id,
       orgId: m.org_id,
@@ -198,6 +198,7 @@ export class WebhookService {
       description: changes.description,
       isActive: changes.is_active,
     });
+    if (events.some((e) => e.type === 'WebhookDisabled')) await this.deps.deliveries.abandonPending(m.webhook_id);
     return this.get(m);
   }
 

@@ -60,7 +60,10 @@ export const webhooksProjection = documentProjection<WebhookDoc>({
   },
 });
 
-/** Each delivery's state, and the log of its attempts. */
+/** Why an attempt that came due was not made, as its row in the log says. */
+const NOT_SENT = { webhook_inactive: 'not sent: the webhook was disabled', webhook_deleted: 'not sent: the webhook was deleted' } as const;
+
+/** Each delivery's state, and the log of its attempts (and of the attempts not made). */
 export const deliveriesProjection: Projection = {
   name: 'webhook-deliveries',
   canHandle: ['DeliveryScheduled', 'DeliveryAttempted', 'DeliveryAbandoned', 'DeliveryRequeued', 'DeliveryTakenOver'],
@@ -108,9 +111,30 @@ export const deliveriesProjection: Projection = {
         });
         return;
       }
-      case 'DeliveryAbandoned':
+      case 'DeliveryAbandoned': {
+        const d = event.data;
         await deliveries.put({ ...delivery, status: 'failed', next_attempt_at: null });
+        // The log is what an owner reads: without a row here, its newest row for the delivery would say
+        // pending forever (or, never attempted, it would not be there at all to resend).
+        await ctx.collection<AttemptDoc>(Collections.attempts).create({
+          _id: `${d.delivery_id}.not_sent.${stored.position}`,
+          webhook_id: d.webhook_id,
+          org_id: d.org_id,
+          delivery_id: d.delivery_id,
+          event_id: delivery.event_id,
+          event_type: delivery.event_type,
+          attempt: delivery.attempts + 1,
+          success: false,
+          status_code: null,
+          duration_ms: 0,
+          error: NOT_SENT[d.reason],
+          response_body: null,
+          delivery_status: 'failed',
+          created: unixSeconds(d.at),
+          position: stored.position,
+        });
         return;
+      }
       case 'DeliveryRequeued':
         await deliveries.put({ ...delivery, status: 'pending', next_attempt_at: event.data.next_attempt_at, owner: event.data.replica ?? delivery.owner ?? null });
         return;
