@@ -9,8 +9,9 @@ export function billingFunds(client: ServiceClient): Funds {
       const reservation = { org_id, reservation_id, amount_micros, description, expires_at, holder, answer_when_decided: true };
       unwrap(await client.request(Subjects.billing.reserveFunds, reservation));
     },
-    async capture(org_id, reservation_id, amount_micros, usage) {
-      unwrap(await client.request(Subjects.billing.captureReservation, { org_id, reservation_id, amount_micros, ...(usage ? { usage } : {}), answer_when_decided: true }));
+    async capture(org_id, reservation_id, amount_micros, usage, { answerWhenDecided }) {
+      const capture = { org_id, reservation_id, amount_micros, ...(usage ? { usage } : {}), ...(answerWhenDecided ? { answer_when_decided: true } : {}) };
+      unwrap(await client.request(Subjects.billing.captureReservation, capture));
     },
     async release(org_id, reservation_id) {
       unwrap(await client.request(Subjects.billing.releaseReservation, { org_id, reservation_id }));

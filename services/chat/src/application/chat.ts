@@ -128,8 +128,8 @@ class FailedAfterDelivery extends Error {
 
 type Sink = (progress: Progress) => Promise<void>;
 const discard: Sink = async () => {};
-/** A text completion keeps no session. */
-const recordNothing = async () => {};
+/** What is stored of a completion beside its charge (a chat session's exchange); a text completion keeps nothing. */
+type Recorder = (outcome: Outcome) => Promise<void>;
 
 const CHAT_2 = 'chat-2';
 /**
@@ -187,9 +187,9 @@ export class ChatService {
       'Chat completion',
       { n: m.n ?? 1, shape: shapeOf(m) },
     );
-    const record =
+    const record: Recorder | undefined =
       via.keep === false
-        ? recordNothing
+        ? undefined
         : (outcome: Outcome) =>
             this.recordExchange({ job, sessionId, startsSession, sent: m.messages, sentAt: now, outcome, metadata: m.metadata ?? undefined });
 
@@ -236,7 +236,7 @@ export class ChatService {
       ...(usage !== undefined ? { usage } : {}),
     });
     if (m.stream_to === undefined) {
-      const outcome = await this.run(job, discard, undefined, recordNothing);
+      const outcome = await this.run(job, discard, undefined, undefined);
       return completion(
         outcome.choices.map((c, index) => ({ text: c.text, index, logprobs: null, finish_reason: c.finishReason })),
         outcome.usage,
@@ -253,7 +253,6 @@ export class ChatService {
           includeUsage ? null : undefined,
         ),
       last: (outcome) => (includeUsage ? [completion([], outcome.usage)] : []),
-      record: recordNothing,
     });
   }
 
@@ -462,12 +461,14 @@ export class ChatService {
 
   /**
    * Generates every choice, then charges exactly the usage (capped at the reservation). A cancelled
-   * call is charged for what was generated; a failed one is not charged at all. `record` (the session's
-   * exchange) is appended once billing has decided the charge, behind the capture in the event store's queue
-   * (the same group commit, or a later one), and stored before the caller is answered: no exchange is kept
-   * unpaid. Where billing runs in another process, the capture is answered once stored, as before.
+   * call is charged for what was generated; a failed one is not charged at all. The caller is answered only
+   * once the charge is stored, else a crash could leave an answered completion unpaid. With a `record` (the
+   * session's exchange), billing in this process answers the capture once it has decided it, and the record is
+   * appended behind it in the event store's queue (the same group commit, or a later one) and stored before
+   * the caller is answered: its commit is the capture's too, and no exchange is kept unpaid. Without one
+   * (a text completion, a response not stored), the capture itself is answered once stored.
    */
-  private async run(job: Job, sink: Sink, cancel: AbortSignal | undefined, record: (outcome: Outcome) => Promise<void>): Promise<Outcome> {
+  private async run(job: Job, sink: Sink, cancel: AbortSignal | undefined, record: Recorder | undefined): Promise<Outcome> {
     let outcome: Outcome;
     // One controller for the deadline and the client's cancel (AbortSignal.any and .timeout cost more per call).
     const stop = new AbortController();
@@ -482,7 +483,7 @@ export class ChatService {
       if (error instanceof FailedAfterDelivery) {
         // The client is told why the stream ended; a capture billing could not take waits for the sweep's release.
         if (this.charged(job)) {
-          await this.settle(job, error.delivered).catch((err: unknown) => {
+          await this.settle(job, error.delivered, false).catch((err: unknown) => {
             this.stranded.set(job.id, job.caller.org_id);
             this.deps.logger.warn({ err, completionId: job.id }, 'the delivered part of a failed stream was not charged; the next sweep releases it');
           });
@@ -496,12 +497,12 @@ export class ChatService {
       cancel?.removeEventListener('abort', onCancel);
     }
     if (!this.charged(job)) {
-      await record(outcome);
+      await record?.(outcome);
       return outcome;
     }
     try {
-      await this.settle(job, outcome);
-      await record(outcome);
+      await this.settle(job, outcome, record !== undefined);
+      await record?.(outcome);
     } catch (error) {
       // The client is answered with this error. Where the capture was stored, the sweep's release finds the
       // reservation settled and does nothing; where it was not (refused, or lost with a failed commit, which
@@ -512,8 +513,11 @@ export class ChatService {
     return outcome;
   }
 
-  /** Captures the usage (capped at the reservation), with the deployment that served it and what it cost us. */
-  private settle(job: Job, outcome: Outcome): Promise<void> {
+  /**
+   * Captures the usage (capped at the reservation), with the deployment that served it and what it cost us;
+   * `appendFollows` when the caller's next append is stored behind the capture (see `run`).
+   */
+  private settle(job: Job, outcome: Outcome, appendFollows: boolean): Promise<void> {
     const charged = chargeMicros(outcome.usage, job.microsPer1kTokens, job.reservedMicros);
     const { served } = outcome;
     const usage = served && {
@@ -526,7 +530,7 @@ export class ChatService {
       output_tokens: outcome.usage.completion_tokens,
       provider_cost_micros: outcome.providerCostMicros,
     };
-    return this.deps.funds.capture(job.caller.org_id, job.id, charged, usage);
+    return this.deps.funds.capture(job.caller.org_id, job.id, charged, usage, { answerWhenDecided: appendFollows });
   }
 
   private async generate(job: Job, sink: Sink, signal: AbortSignal): Promise<Outcome> {
@@ -590,7 +594,7 @@ export class ChatService {
       first(): unknown[];
       progress(p: Progress): unknown;
       last(outcome: Outcome): unknown[];
-      record(outcome: Outcome): Promise<void>;
+      record?: Recorder;
     },
   ) {
     const abort = new AbortController();

@@ -135,8 +135,13 @@ export interface Funds {
    * before then takes the completion with it: nothing generated is charged, nothing is held.
    */
   reserve(orgId: string, reservationId: string, amountMicros: number, description: string, hold: Hold): Promise<void>;
-  /** `usage`: what was served, by which deployment, at what cost to us (recorded beside the charge). */
-  capture(orgId: string, reservationId: string, amountMicros: number, usage?: ServedUsage): Promise<void>;
+  /**
+   * Charged when this resolves. `usage`: what was served, by which deployment, at what cost to us (recorded
+   * beside the charge). `answerWhenDecided`: the caller's next append (a session's exchange) is stored behind
+   * the capture and the caller answers only once it is, so where billing runs in this process it may resolve
+   * once the capture is decided and still being stored (the next append then joins its commit or a later one).
+   */
+  capture(orgId: string, reservationId: string, amountMicros: number, usage: ServedUsage | undefined, options: { answerWhenDecided: boolean }): Promise<void>;
   release(orgId: string, reservationId: string): Promise<void>;
   /** The holders of open reservations whose names start with `prefix`. */
   holders(prefix: string): Promise<string[]>;
