@@ -47,6 +47,7 @@ function WebhookPanel({ webhook: w, onChange }: { webhook: Webhook; onChange: ()
   const [error, setError] = useState<unknown>(undefined);
   const [test, setTest] = useState<TestDeliveryResult | 'sending' | undefined>(undefined);
   const [showLog, setShowLog] = useState(false);
+  const [reenabled, setReenabled] = useState(false);
   const act = async (work: () => Promise<unknown>) => {
     setError(undefined);
     try {
@@ -56,6 +57,11 @@ function WebhookPanel({ webhook: w, onChange }: { webhook: Webhook; onChange: ()
       setError(e);
     }
   };
+  const setActive = (isActive: boolean) =>
+    act(async () => {
+      await api('PATCH', path(w.id), { is_active: isActive });
+      setReenabled(isActive);
+    });
   const sendTest = async () => {
     setError(undefined);
     setTest('sending');
@@ -93,14 +99,29 @@ function WebhookPanel({ webhook: w, onChange }: { webhook: Webhook; onChange: ()
           <dd>{when(w.last_failure_at)}</dd>
         </div>
       </dl>
+      {!w.is_active && (
+        <p className="muted" data-testid="disabled-note">
+          Disabled: nothing is sent to it. Events that happen meanwhile are not sent later, even once it is re-enabled.
+          Deliveries that were waiting when it was disabled are marked failed (not sent): resend them from Deliveries after
+          re-enabling it.
+        </p>
+      )}
+      <div aria-live="polite" data-testid="reenabled-note">
+        {reenabled && w.is_active && (
+          <p className="ok">
+            Re-enabled: events are delivered again from now on. Those that happened while it was disabled are not sent;
+            deliveries marked failed (not sent) can be resent from Deliveries.
+          </p>
+        )}
+      </div>
       <ErrorNote error={error} />
       <div className="actions">
         {w.is_active ? (
-          <button type="button" onClick={() => act(() => api('PATCH', path(w.id), { is_active: false }))}>
+          <button type="button" onClick={() => setActive(false)}>
             Disable
           </button>
         ) : (
-          <button type="button" className="primary" onClick={() => act(() => api('PATCH', path(w.id), { is_active: true }))}>
+          <button type="button" className="primary" onClick={() => setActive(true)}>
             Re-enable
           </button>
         )}
@@ -125,12 +146,12 @@ function WebhookPanel({ webhook: w, onChange }: { webhook: Webhook; onChange: ()
           </p>
         )}
       </div>
-      {showLog && <DeliveryLog webhookId={w.id} />}
+      {showLog && <DeliveryLog webhookId={w.id} active={w.is_active} />}
     </section>
   );
 }
 
-function DeliveryLog({ webhookId }: { webhookId: string }) {
+function DeliveryLog({ webhookId, active }: { webhookId: string; active: boolean }) {
   const log = useLoad(() => api<{ data: DeliveryAttempt[] }>('GET', `${path(webhookId)}/deliveries?limit=50`), [webhookId]);
   const [error, setError] = useState<unknown>(undefined);
   // The log is newest first: a delivery's first row is its latest attempt, the one that says how it stands.
@@ -150,8 +171,14 @@ function DeliveryLog({ webhookId }: { webhookId: string }) {
       setError(e);
     }
   };
+  const inactiveNote = `inactive-note-${webhookId}`;
   return (
     <div className="table-wrap">
+      {!active && (
+        <p className="muted" id={inactiveNote}>
+          Resending needs the webhook enabled: re-enable it first.
+        </p>
+      )}
       <ErrorNote error={log.error ?? error} />
       {log.loading && <Loading what="deliveries" />}
       {log.data?.data.length === 0 && <Empty>No deliveries yet (test events are not logged).</Empty>}
@@ -165,9 +192,7 @@ function DeliveryLog({ webhookId }: { webhookId: string }) {
               <th scope="col" className="num">
                 Attempt
               </th>
-              <th scope="col" className="num">
-                Status code
-              </th>
+              <th scope="col">Answer</th>
               <th scope="col">Delivery</th>
               <th scope="col">
                 <span className="visually-hidden">Actions</span>
@@ -182,13 +207,13 @@ function DeliveryLog({ webhookId }: { webhookId: string }) {
                   {a.event_type} <span className="mono muted">{a.event_id}</span>
                 </td>
                 <td className="num">{a.attempt}</td>
-                <td className="num">{a.status_code ?? (a.error ? 'error' : '—')}</td>
+                <td>{a.status_code === null ? (a.error ?? '—') : `HTTP ${a.status_code}`}</td>
                 <td>
                   <span className={`badge ${a.delivery_status}`}>{a.delivery_status}</span>
                 </td>
                 <td>
                   {a.delivery_status === 'failed' && latest.has(a.id) && (
-                    <button type="button" onClick={() => resend(a.delivery_id)}>
+                    <button type="button" onClick={() => resend(a.delivery_id)} disabled={!active} aria-describedby={active ? undefined : inactiveNote}>
                       Resend
                     </button>
                   )}
