@@ -29,6 +29,20 @@ function useSubmit(work: (form: FormData) => Promise<unknown>) {
   return { onSubmit, error, busy };
 }
 
+/**
+ * A limit as typed: digits only. Number('7,500') is NaN, which JSON sends as null, and null gives the figure back
+ * to the tier: a typo must stop here instead. Separators are refused rather than read, since 7,500 and 7.500 mean
+ * different numbers in different locales.
+ */
+function limitFigure(name: string, typed: string): number {
+  const figure = Number(typed);
+  if (/^\d+$/.test(typed) && figure >= 1 && Number.isSafeInteger(figure)) return figure;
+  document.getElementById(`limit-${name}`)?.focus();
+  throw new Error(
+    `${name.replaceAll('_', ' ')}: “${typed}” is not a whole number of 1 or more. Type digits only (7500, not 7,500), or “default” for the tier’s figure. Nothing was changed.`,
+  );
+}
+
 export function Organizations() {
   const [cursors, setCursors] = useState<string[]>([]);
   const after = cursors.at(-1);
@@ -122,7 +136,7 @@ export function OrganizationDetail({ id }: { id: string }) {
     for (const name of LIMIT_NAMES) {
       const value = String(form.get(name) ?? '').trim();
       if (value === 'default') change[name] = null;
-      else if (value !== '') change[name] = Number(value);
+      else if (value !== '') change[name] = limitFigure(name, value);
     }
     await api('PATCH', org(id), { limits: change });
     await organization.reload();
