@@ -9,7 +9,9 @@ import { version } from './version';
 
 privateFiles();
 const config = configFromEnv(StandaloneConfigSchema, process.env, STANDALONE_CONFIG_CHECKS);
-const app = await startStandalone({ config, demo: true }).catch((error: unknown) => {
+// A server's first start makes no organization nor key of its own: a key printed to a terminal ends up in logs.
+const production = config.NODE_ENV === 'production';
+const app = await startStandalone({ config, demo: !production }).catch((error: unknown) => {
   if (!(error instanceof EventLogCorruptError)) throw error;
   process.stderr.write(`${error.message}\n`);
   process.exit(EXIT_CORRUPT_LOG);
@@ -31,6 +33,18 @@ if (app.demo) {
     `  ${app.demo.key}`,
     `Try it:`,
     `  curl -s ${app.url}/v1/account/balance -H "Authorization: Bearer ${app.demo.key}"`,
+  );
+} else if (app.firstStart) {
+  const login = app.adminTokenFile ? `oc login --url ${app.url} --token - < ${app.adminTokenFile}` : `printenv ADMIN_TOKEN | oc login --url ${app.url} --token -`;
+  const bearer = `Authorization: Bearer ${app.adminTokenFile ? `$(cat ${app.adminTokenFile})` : '$ADMIN_TOKEN'}`;
+  lines.push(
+    'No demo organization nor key under NODE_ENV=production. Create an organization and an API key with the admin token, with the CLI:',
+    `  ${login}`,
+    '  oc orgs create --name Acme --tier standard',
+    '  oc keys create org_… --name backend --scope video:read --scope video:write',
+    'or with the admin API:',
+    `  curl -s ${app.url}/admin/v1/organizations -H "${bearer}" -H "Content-Type: application/json" -d '{"name":"Acme","tier":"standard"}'`,
+    `  curl -s ${app.url}/admin/v1/organizations/org_…/keys -H "${bearer}" -H "Content-Type: application/json" -d '{"name":"backend","scopes":["video:read","video:write"]}'`,
   );
 }
 process.stdout.write(`${lines.join('\n')}\n`);

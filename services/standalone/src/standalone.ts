@@ -43,7 +43,7 @@ export interface StandaloneOptions {
   clock?: Clock;
   ids?: IdSource;
   logger?: Logger;
-  /** Create the demo organization and key when the event store is empty (a first start). */
+  /** Create the demo organization and key when there is no organization yet (a first start). */
   demo?: boolean;
 }
 
@@ -166,13 +166,16 @@ export async function startStandalone(options: StandaloneOptions) {
   for (const service of built) await serve(service);
   for (const service of built) if ('listening' in service) service.listening();
 
-  const demo = options.demo ? await createDemoOnFirstStart(inProcess) : undefined;
+  const firstStart = await noOrganizationYet(inProcess);
+  const demo = options.demo && firstStart ? await createDemo(inProcess) : undefined;
 
   return {
     url,
     adminToken: admin.token,
     adminTokenGenerated: admin.generated,
     adminTokenFile: admin.file,
+    /** No organization existed when it started. */
+    firstStart,
     demo,
     services: inProcess,
     readModels: readModelStores,
@@ -190,9 +193,12 @@ export async function startStandalone(options: StandaloneOptions) {
 
 export type Standalone = Awaited<ReturnType<typeof startStandalone>>;
 
-async function createDemoOnFirstStart(client: InProcessServiceClient) {
+async function noOrganizationYet(client: InProcessServiceClient): Promise<boolean> {
   const existing = unwrap(await client.request<{ data: Organization[] }>(Subjects.billing.listOrganizations, { limit: 1 }));
-  if (existing.data.length > 0) return undefined;
+  return existing.data.length === 0;
+}
+
+async function createDemo(client: InProcessServiceClient) {
   const org = unwrap(await client.request<Organization>(Subjects.billing.createOrganization, { name: 'Demo', tier: 'standard' }));
   unwrap(
     await client.request(Subjects.billing.addCredits, {

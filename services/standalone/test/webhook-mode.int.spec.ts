@@ -1,13 +1,10 @@
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { httpReceiver, type Receiver } from '../../webhook/test/support';
+import { startOutput } from './start-output';
 import { ensureBuilt } from './system';
-
-const ROOT = resolve(import.meta.dirname, '../../..');
 
 /**
  * `pnpm start` on a server: NODE_ENV=production must put webhooks in production mode, and every start says in
@@ -25,28 +22,11 @@ describe("pnpm start's webhook mode", () => {
     for (const dir of dirs) await rm(dir, { recursive: true, force: true });
   });
 
-  /** Starts the built service with these variables until its first lines are out; then stops it. */
+  /** The first two lines of a start with these variables. */
   async function firstLines(env: Record<string, string>, whileRunning?: (output: string) => Promise<void>) {
     const dataDir = await mkdtemp(join(tmpdir(), 'oc-webhook-mode-'));
     dirs.push(dataDir);
-    const { NODE_ENV: _inherited, ...rest } = process.env;
-    const child = spawn(process.execPath, [join(ROOT, 'services/standalone/dist/main.js')], {
-      cwd: ROOT,
-      env: { ...rest, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk));
-    try {
-      await vi.waitFor(() => expect(output).toMatch(/^Webhooks: .*$/m), { timeout: 60_000, interval: 50 });
-      await whileRunning?.(output);
-    } finally {
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      await exited;
-    }
-    return output.split('\n').slice(0, 2);
+    return (await startOutput(dataDir, env, whileRunning)).split('\n').slice(0, 2);
   }
 
   it('is production under NODE_ENV=production, and says so on its second line', async () => {
