@@ -9,6 +9,11 @@ export const VIDEO_SIZES = ['1280x720', '720x1280', '1024x1792', '1792x1024'] as
 export const VIDEO_SECONDS = ['4', '8', '12'] as const;
 export const VIDEO_STATUSES = ['queued', 'in_progress', 'completed', 'failed'] as const;
 export const VIDEO_FAILURE_CODES = ['content_policy_violation', 'generation_failed', 'timeout', 'insufficient_quota'] as const;
+/**
+ * What the organization pays for a video (`x-billing`): its `x-cost` held while it is made (`reserved`), taken
+ * (`charged`) or given back (`released`: it failed); `test`: made with a test key, never charged.
+ */
+export const VIDEO_BILLING_STATES = ['reserved', 'charged', 'released', 'test'] as const;
 /** OpenAI's download variants; `spritesheet` is refused with 400 because no sprite sheet is produced. */
 export const VIDEO_CONTENT_VARIANTS = ['video', 'thumbnail'] as const;
 
@@ -20,6 +25,7 @@ export type VideoSize = (typeof VIDEO_SIZES)[number];
 export type VideoSeconds = (typeof VIDEO_SECONDS)[number];
 export type VideoStatus = (typeof VIDEO_STATUSES)[number];
 export type VideoFailureCode = (typeof VIDEO_FAILURE_CODES)[number];
+export type VideoBilling = (typeof VIDEO_BILLING_STATES)[number];
 export type VideoContentVariant = (typeof VIDEO_CONTENT_VARIANTS)[number];
 
 const Prompt = z.string().min(10).max(500);
@@ -120,6 +126,8 @@ export const VideoSchema = z.object({
   url: z.string().nullable(),
   error: z.object({ code: z.string(), message: z.string() }).nullable(),
   'x-cost': VideoCostSchema,
+  /** Whether `x-cost` is what the organization pays: the price of a test key's or a failed video is never charged. */
+  'x-billing': z.enum(VIDEO_BILLING_STATES),
   'x-storage-provider': z.enum(['upstream', 'object_store']),
   'x-persisted': z.boolean(),
   remixed_from_video_id: z.string().nullable(),

@@ -94,6 +94,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
         url: null,
         error: null,
         'x-cost': { amount: 0.4, currency: 'usd' },
+        'x-billing': 'reserved',
         'x-storage-provider': 'upstream',
         'x-persisted': false,
         remixed_from_video_id: null,
@@ -281,6 +282,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       });
       // The capture follows the recorded completion (the job's next step, or once billing answers).
       await h.eventually(async () => expect(await h.balance(key)).toMatchObject({ available: 9.6, reserved: 0 }));
+      await h.eventually(async () => expect((await h.retrieve(key, id)).body['x-billing']).toBe('charged'));
       const ledger = await h.ledgerFor(orgId, id);
       expect(ledger.map((e) => e.type).sort()).toEqual(['capture', 'reservation']);
       expect(ledger.find((e) => e.type === 'capture').charged).toBe(0.4);
@@ -337,7 +339,7 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       const { key, orgId } = await customer(10);
       const created = await h.create(key, { prompt: `${PROMPT} [sim:fail=generation_failed]` });
       const failed = await h.reachStatus(key, created.body.id, 'failed');
-      expect(failed).toMatchObject({ url: null, error: { code: 'generation_failed', message: expect.any(String) } });
+      expect(failed).toMatchObject({ url: null, error: { code: 'generation_failed', message: expect.any(String) }, 'x-billing': 'released' });
       expect(failed.progress).toBeGreaterThanOrEqual(1);
       expect(failed.progress).toBeLessThan(100);
       await h.eventually(async () => expect(await h.balance(key)).toMatchObject({ available: 10, reserved: 0 }));
@@ -351,7 +353,8 @@ describe.each(modes)('videos (%s)', (_mode, start) => {
       const { key, orgId } = await customer(1, VIDEO_SCOPES, { mode: 'test' });
       const created = await h.create(key, { model: 'video-2-pro', size: '1792x1024', seconds: '12' });
       expect(created.status).toBe(200);
-      await h.reachStatus(key, created.body.id, 'completed');
+      expect(created.body['x-billing']).toBe('test');
+      expect(await h.reachStatus(key, created.body.id, 'completed')).toMatchObject({ 'x-billing': 'test' });
       expect(await h.balance(key)).toMatchObject({ available: 1, reserved: 0 });
       expect(await h.ledgerFor(orgId, created.body.id)).toEqual([]);
     });

@@ -666,6 +666,32 @@ describe('video jobs on the simulator', () => {
     await expect(stat(join(dataDir, 'upstream', 'org_1', `${first.id}.ref`))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
+  it("says in x-billing what a video costs its organization: a live one's price held, then charged; a test key's and a failed one's never", async () => {
+    const { service } = await start({ VIDEO_RETRY_MS: '1000' });
+    const live = await service.create(request);
+    const test = await service.create({ ...request, mode: 'test' });
+    const failed = await service.create({ ...request, prompt: 'A lighthouse in a storm [sim:fail=generation_failed]' });
+    expect([live, test, failed].map((v) => v['x-billing'])).toEqual(['reserved', 'test', 'reserved']);
+    // Completed, but billing cannot take the capture yet: the price is still only held.
+    billing.unavailableCaptures = 1;
+    await runDue();
+    expect(billing.captures).toEqual([]);
+    expect(await retrieve(live.id)).toMatchObject({ status: 'completed', 'x-billing': 'reserved' });
+    expect(await retrieve(failed.id)).toMatchObject({ status: 'failed', 'x-billing': 'released' });
+    clock.advance(1_000);
+    await runDue();
+    expect(billing.captures).toEqual([live.id]);
+    expect(billing.releases).toEqual([failed.id]);
+    const read = async (id: string) => (await retrieve(id))['x-billing'];
+    expect([await read(live.id), await read(test.id), await read(failed.id)]).toEqual(['charged', 'test', 'released']);
+    // The list says the same, and so does a replica that projects the stream afresh.
+    const listed = await service.list({ org_id: 'org_1', limit: 10, order: 'desc' });
+    expect(Object.fromEntries(listed.data.map((v) => [v.id, v['x-billing']]))).toEqual({ [live.id]: 'charged', [test.id]: 'test', [failed.id]: 'released' });
+    await start({ VIDEO_RETRY_MS: '1000' });
+    expect([await read(live.id), await read(test.id), await read(failed.id)]).toEqual(['charged', 'test', 'released']);
+    expect(live['x-cost']).toEqual(test['x-cost']);
+  });
+
   it('completes a zero-duration job in the step that starts it, without the clock moving, with every event', async () => {
     const { service } = await start();
     const created = await service.create(request);

@@ -26,7 +26,7 @@ import { pageAfter, type ReadModels } from '@oc/readmodel';
 import { violatesContentPolicy } from '../domain/content-policy';
 import { type VideoPrices, videoPriceMicros } from '../domain/pricing';
 import { idempotencyKeyDecider, type IdempotencyKeyState, idempotencyKeyStream } from '../domain/idempotency';
-import { type VideoCommand, videoDecider, videoStream } from '../domain/video';
+import { billingOf, type SettlementOutcome, type VideoCommand, videoDecider, videoStream } from '../domain/video';
 import { Collections, type VideoDoc } from '../projections/documents';
 import { ABANDONED_CREATE_MS, fileKey, type JobTimings, type VideoJobs } from './jobs';
 import type { Billing, FileStore, ReferenceImage, VideoRouting } from './ports';
@@ -422,6 +422,7 @@ export class VideoService {
       progress: 0,
       url: null,
       error: null,
+      'x-billing': billingOf({ mode: doc.mode, status: 'queued', settlement: null }),
       'x-storage-provider': 'upstream',
       'x-persisted': false,
       completed_at: null,
@@ -459,6 +460,7 @@ export class VideoService {
       url: completed ? doc.url : null,
       error: doc.error,
       'x-cost': { amount: microsToUsd(doc.cost_micros), currency: 'usd' },
+      'x-billing': billingOf({ mode: doc.mode, status: doc.status, settlement: settlementOf(doc) }),
       'x-storage-provider': doc.persisted ? 'object_store' : 'upstream',
       'x-persisted': doc.persisted,
       remixed_from_video_id: doc.remixed_from_video_id,
@@ -471,6 +473,17 @@ export class VideoService {
     await this.deps.readModels.ping();
     return { status: 'ok' as const };
   }
+}
+
+/**
+ * How the video's settlement went. A document projected before the outcome was kept says only that it was
+ * settled: a completed video's settlement is its capture unless billing had let the hold lapse first, which
+ * such a document cannot tell, so it is taken as charged.
+ */
+function settlementOf(doc: VideoDoc): SettlementOutcome | null {
+  if (doc.settlement !== undefined) return doc.settlement;
+  if (!doc.settled) return null;
+  return doc.status === 'completed' ? 'charged' : 'refunded';
 }
 
 /** What the stream records of an image: its type, size and digest, never its bytes. */

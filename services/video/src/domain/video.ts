@@ -1,4 +1,4 @@
-import { DomainError, microsToUsd, type VideoEvent, type VideoReferenceRecord, type VideoEventData, type VideoFailureCode, type VideoModel, type VideoSeconds, type VideoSize, type VideoStatus, VideoStreams, streamName } from '@oc/contracts';
+import { DomainError, microsToUsd, type VideoBilling, type VideoEvent, type VideoReferenceRecord, type VideoEventData, type VideoFailureCode, type VideoModel, type VideoSeconds, type VideoSize, type VideoStatus, VideoStreams, streamName } from '@oc/contracts';
 
 /** The events of a video's own stream (the Idempotency-Key's claims live on streams of their own). */
 export type VideoJobEvent = Exclude<VideoEvent, { type: 'VideoIdempotencyKeyClaimed' }>;
@@ -98,6 +98,20 @@ export function settlementDue(state: VideoState): 'capture' | 'release' | null {
   if (state.status === 'completed') return 'capture';
   if (state.status === 'failed' || state.status === 'rejected' || state.deleted) return 'release';
   return null;
+}
+
+/** How a recorded settlement went: the capture charged the price, or the hold was given back. */
+export type SettlementOutcome = 'charged' | 'refunded';
+
+/**
+ * What the organization pays for a video, as its reads say (`x-billing`). A failed video's release and a
+ * completed one's capture follow their status in the job's next step: until the capture is recorded the price
+ * is still only held, whereas a failed video is never charged whatever billing has recorded yet.
+ */
+export function billingOf(video: { mode: 'live' | 'test'; status: VideoPhase; settlement: SettlementOutcome | null }): VideoBilling {
+  if (video.mode === 'test') return 'test';
+  if (video.settlement !== null) return video.settlement === 'charged' ? 'charged' : 'released';
+  return video.status === 'failed' || video.status === 'rejected' ? 'released' : 'reserved';
 }
 
 export const isRunning = (state: VideoState): state is ActiveVideo =>

@@ -1,6 +1,6 @@
 import type { VideoFailureCode, VideoModel, VideoSeconds, VideoSize } from '@oc/contracts';
 import type { CollectionSpec } from '@oc/readmodel';
-import type { VideoPhase } from '../domain/video';
+import type { SettlementOutcome, VideoPhase } from '../domain/video';
 
 export interface VideoDoc {
   _id: string;
@@ -24,6 +24,8 @@ export interface VideoDoc {
   expired: boolean;
   deleted: boolean;
   settled: boolean;
+  /** How the settlement went, once recorded (absent on documents projected before it was kept). */
+  settlement?: SettlementOutcome | null;
   idempotency_key: string | null;
   request_hash: string | null;
   /** Something is still to be done for this video: generation, settlement, persistence or expiry. */

@@ -30,6 +30,7 @@ function toDoc(state: ActiveVideo, doc: VideoDoc | null): VideoDoc {
     expired: state.expired,
     deleted: state.deleted,
     settled: state.settled,
+    settlement: doc?.settlement ?? null,
     idempotency_key: doc?.idempotency_key ?? null,
     request_hash: doc?.request_hash ?? null,
     open,
@@ -99,7 +100,11 @@ export const videosProjection = documentProjection<VideoDoc>({
       return toDoc(state, { idempotency_key: event.data.idempotency_key, request_hash: event.data.request_hash } as VideoDoc);
     }
     if (!doc) return null;
-    return toDoc(videoDecider.evolve(fromDoc(doc), event) as ActiveVideo, doc);
+    const next = toDoc(videoDecider.evolve(fromDoc(doc), event) as ActiveVideo, doc);
+    // The decider's state knows only that the reservation was settled; a read tells which way it went.
+    if (event.type === 'VideoCharged') next.settlement = 'charged';
+    if (event.type === 'VideoRefunded') next.settlement = 'refunded';
+    return next;
   },
 });
 
