@@ -262,7 +262,8 @@ describe('hostile input, generated from the route table', () => {
         fc.constantFrom('-1', '0', '1e309', '101', 'NaN', '1.5', '0x10', '', '[]', 'asc;desc'),
       );
       await fc.assert(
-        fc.asyncProperty(fc.constantFrom(...Object.keys(shape)), value, fc.boolean(), async (name, v, twice) => {
+        // A name the route does not take, too (some take none): refused the same way, by name.
+        fc.asyncProperty(fc.constantFrom(...Object.keys(shape), 'x_unknown'), value, fc.boolean(), async (name, v, twice) => {
           const query = new URLSearchParams([[name, v], ...(twice ? [[name, 'again'] as [string, string]] : [])]);
           const { res, elapsed } = await send(route.method, `${pathOf(route)}?${query}`);
           expectSpecAnswer(res, elapsed, `${name}=${v.slice(0, 80)}`);
