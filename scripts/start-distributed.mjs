@@ -47,11 +47,11 @@ function adminToken() {
   if (env.ADMIN_TOKEN) return { token: env.ADMIN_TOKEN, note: 'Admin token: from ADMIN_TOKEN' };
   const file = join(dataDir, 'admin-token');
   try {
-    return { token: readFileSync(file, 'utf8').trim(), note: `Admin token: in ${file}` };
+    return { token: readFileSync(file, 'utf8').trim(), file, note: `Admin token: in ${file}` };
   } catch {
     const token = `oc_admin_${randomBytes(32).toString('base64url')}`;
     writeFileSync(file, `${token}\n`, { mode: 0o600 });
-    return { token, note: `Admin token (generated, kept in ${file}): ${token}` };
+    return { token, file, note: `Admin token (generated, kept in ${file}): ${token}` };
   }
 }
 const admin = adminToken();
@@ -219,23 +219,25 @@ async function ready() {
   return false;
 }
 
-/** `pnpm start`'s demo: on a first start (no organization yet), one organization with credit and a key. */
-async function demoOnFirstStart() {
-  const call = async (method, path, body) => {
-    const res = await fetch(`${local}/admin/v1${path}`, {
-      method,
-      headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
-      ...(body ? { body: JSON.stringify(body) } : {}),
-    });
-    const json = await res.json();
-    if (res.status !== 200) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
-  if ((await call('GET', '/organizations?limit=1')).data.length > 0) return undefined;
-  const organization = await call('POST', '/organizations', { name: 'Demo', tier: 'standard' });
-  await call('POST', `/organizations/${organization.id}/credits`, { amount: 10, description: 'Demo credit' });
+const callAdmin = async (method, path, body) => {
+  const res = await fetch(`${local}/admin/v1${path}`, {
+    method,
+    headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
+  const json = await res.json();
+  if (res.status !== 200) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+};
+
+const noOrganizationYet = async () => (await callAdmin('GET', '/organizations?limit=1')).data.length === 0;
+
+/** `pnpm start`'s demo: one organization with credit and a key. */
+async function createDemo() {
+  const organization = await callAdmin('POST', '/organizations', { name: 'Demo', tier: 'standard' });
+  await callAdmin('POST', `/organizations/${organization.id}/credits`, { amount: 10, description: 'Demo credit' });
   const scopes = ['video:read', 'video:write', 'video:delete', 'chat:read', 'chat:write', 'text:write', 'webhook:read', 'webhook:write', 'webhook:delete'];
-  const key = await call('POST', `/organizations/${organization.id}/keys`, { name: 'Demo key', scopes });
+  const key = await callAdmin('POST', `/organizations/${organization.id}/keys`, { name: 'Demo key', scopes });
   return { organization, key: key.key };
 }
 
@@ -245,7 +247,9 @@ if (!(await ready())) {
     await stop(1);
   }
 } else {
-  const demo = await demoOnFirstStart();
+  const firstStart = await noOrganizationYet();
+  // As `pnpm start`: a server's first start makes no organization nor key, whose key its logs would keep.
+  const demo = firstStart && env.NODE_ENV !== 'production' ? await createDemo() : undefined;
   const what = replicas > 1 ? `distributed: ${replicas} of each of ${SERVICES.join(', ')}` : `distributed: ${SERVICES.join(', ')}`;
   const lines = [
     `OC API listening on ${gateways.join(' and ')} (${what} over ${common.NATS_URL}; data in ${dataDir})`,
@@ -261,6 +265,18 @@ if (!(await ready())) {
       `  ${demo.key}`,
       'Try it:',
       `  curl -s ${local}/v1/account/balance -H "Authorization: Bearer ${demo.key}"`,
+    );
+  } else if (firstStart) {
+    const login = admin.file ? `oc login --url ${local} --token - < ${admin.file}` : `printenv ADMIN_TOKEN | oc login --url ${local} --token -`;
+    const bearer = `Authorization: Bearer ${admin.file ? `$(cat ${admin.file})` : '$ADMIN_TOKEN'}`;
+    lines.push(
+      'No demo organization nor key under NODE_ENV=production. Create an organization and an API key with the admin token, with the CLI:',
+      `  ${login}`,
+      '  oc orgs create --name Acme --tier standard',
+      '  oc keys create org_… --name backend --scope video:read --scope video:write',
+      'or with the admin API:',
+      `  curl -s ${local}/admin/v1/organizations -H "${bearer}" -H "Content-Type: application/json" -d '{"name":"Acme","tier":"standard"}'`,
+      `  curl -s ${local}/admin/v1/organizations/org_…/keys -H "${bearer}" -H "Content-Type: application/json" -d '{"name":"backend","scopes":["video:read","video:write"]}'`,
     );
   }
   process.stdout.write(`${lines.join('\n')}\n`);

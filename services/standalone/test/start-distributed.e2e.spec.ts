@@ -210,3 +210,57 @@ describe.skipIf(!nats)('pnpm start:distributed', () => {
     await completedVideoDelivered();
   });
 });
+
+/** `pnpm start:distributed` on a server: as `pnpm start`, NODE_ENV=production makes no demo organization nor key. */
+describe.skipIf(!nats)('pnpm start:distributed under NODE_ENV=production', () => {
+  let dataDir: string;
+  let child: ChildProcess;
+  const prefix = uniqueNatsPrefix();
+  afterAll(async () => {
+    if (child && child.exitCode === null) {
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      await exited;
+    }
+    await deleteEventsStream(prefix);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('prints no key, makes no organization, and says how to create both with the CLI or the admin API', async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'oc-start-distributed-production-'));
+    const port = await freePort();
+    child = spawn(process.execPath, [join(ROOT, 'scripts/start-distributed.mjs')], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        NODE_ENV: 'production',
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATA_DIR: dataDir,
+        NATS_URL: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+        NATS_PREFIX: prefix,
+        // Production webhook processes take the key from the environment, as every replica must share it.
+        WEBHOOK_SECRET_KEY: Buffer.alloc(32, 3).toString('base64'),
+      },
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      detached: true,
+    });
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk));
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk));
+    await vi.waitFor(() => expect(output).toMatch(/^Web console: /m), { timeout: 120_000, interval: 100 });
+
+    expect(output).not.toMatch(/oc_live_|Demo organization/);
+    const token = /^Admin token \(generated, kept in .*\): (\S+)$/m.exec(output)![1]!;
+    const organizations = await fetch(`http://127.0.0.1:${port}/admin/v1/organizations`, { headers: { authorization: `Bearer ${token}` } });
+    expect(((await organizations.json()) as { data: unknown[] }).data).toEqual([]);
+    const tokenFile = join(dataDir, 'admin-token');
+    expect(output).toContain(
+      [
+        'No demo organization nor key under NODE_ENV=production. Create an organization and an API key with the admin token, with the CLI:',
+        `  oc login --url http://127.0.0.1:${port} --token - < ${tokenFile}`,
+        '  oc orgs create --name Acme --tier standard',
+      ].join('\n'),
+    );
+  });
+});
