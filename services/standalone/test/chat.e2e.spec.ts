@@ -84,7 +84,7 @@ describe.each(modes)('chat and text completions (%s)', (_mode, start) => {
       ['an unknown model', { model: 'gpt-4o', messages: hello }, 'invalid_model', 'model'],
       ['no messages', { model: 'chat-2', messages: [] }, 'invalid_parameter', 'messages'],
       ['missing messages', { model: 'chat-2' }, 'missing_parameter', 'messages'],
-      ['an unknown role', { model: 'chat-2', messages: [{ role: 'tool', content: 'x' }] }, 'invalid_parameter', 'messages[0].role'],
+      ['an unknown role', { model: 'chat-2', messages: [{ role: 'robot', content: 'x' }] }, 'invalid_parameter', 'messages[0].role'],
       ['a non-string content', { model: 'chat-2', messages: [{ role: 'user', content: 5 }] }, 'invalid_parameter', 'messages[0].content'],
       ['a temperature above 2', { model: 'chat-2', messages: hello, temperature: 2.5 }, 'invalid_parameter', 'temperature'],
       ['a zero max_tokens', { model: 'chat-2', messages: hello, max_tokens: 0 }, 'invalid_parameter', 'max_tokens'],
