@@ -330,6 +330,8 @@ export const BillingEvents = {
     amount_micros: z.int().nonnegative(),
     released_micros: z.int().nonnegative(),
     usage: ServedUsageSchema.optional(),
+    /** Unix seconds; how long the account recognises a repeat is counted from it. Absent on older events. */
+    settled_at: z.int().optional(),
   }),
   ReservationReleased: z.object({
     org_id: z.string(),
@@ -337,6 +339,8 @@ export const BillingEvents = {
     amount_micros: z.int().positive(),
     /** `expired`: released by billing because its product neither captured nor released it in time. */
     reason: z.enum(['released', 'expired']).optional(),
+    /** Unix seconds, as on `ReservationCaptured`. */
+    settled_at: z.int().optional(),
   }),
   ApiKeyCreated: z.object({
     key_id: z.string(),

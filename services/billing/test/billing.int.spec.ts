@@ -418,4 +418,39 @@ describe('billing: an account with a long history', () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it('ignores a snapshot of the earlier version (settlements as a map): folds the account from its first event, exactly', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oc-billing-snapshots-'));
+    try {
+      const first = await startBilling({ dir });
+      const org_id = await orgWithCredit(first.client, 1_000_000);
+      const ask = (bus: ServiceClient, subject: string, body: object) => bus.request(subject, { org_id, ...body });
+      expect((await ask(first.client, Subjects.billing.reserveFunds, { reservation_id: 'chatcmpl_1', amount_micros: 300_000, description: 'chat' })).ok).toBe(true);
+      expect((await ask(first.client, Subjects.billing.captureReservation, { reservation_id: 'chatcmpl_1', amount_micros: 100_000 })).ok).toBe(true);
+      const [last] = (await first.store.readStream(accountStream(org_id))).slice(-1);
+      await first.close();
+      // As version 1 kept it, with figures that would show if it were used: no balance, nothing settled.
+      const older = new SqliteSnapshotStore(join(dir, 'snapshots.sqlite'), (error) => {
+        throw error;
+      });
+      older.save(accountStream(org_id), {
+        revision: last!.revision,
+        eventId: last!.id,
+        version: 1,
+        state: { status: 'open', orgId: org_id, tier: 'standard', customLimits: {}, balanceMicros: 0, reservations: [], settled: [] },
+      });
+      older.close();
+
+      const second = await startBilling({ dir });
+      // The repeat is recognised, and 0.90 USD is available to the micro-dollar.
+      expect((await ask(second.client, Subjects.billing.captureReservation, { reservation_id: 'chatcmpl_1', amount_micros: 100_000 })).ok).toBe(true);
+      const reserve = (reservation_id: string, amount_micros: number) =>
+        ask(second.client, Subjects.billing.reserveFunds, { reservation_id, amount_micros, description: 'chat' });
+      expect(await reserve('chatcmpl_2', 900_001)).toMatchObject({ ok: false, error: { status: 402 } });
+      expect((await reserve('chatcmpl_3', 900_000)).ok).toBe(true);
+      await second.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -190,7 +190,7 @@ export class BillingService {
   async releaseHeldReservations(m: BillingMessage<'releaseHeldReservations'>) {
     const held = await this.openReservations.find({ holder: m.holder }, { limit: EXPIRY_SWEEP_LIMIT + 1 });
     for (const r of held.slice(0, EXPIRY_SWEEP_LIMIT)) {
-      await this.account({ type: 'ReleaseReservation', orgId: r.org_id, reservationId: r.reservation_id });
+      await this.account({ type: 'ReleaseReservation', orgId: r.org_id, reservationId: r.reservation_id, now: unixSeconds(this.deps.clock.now()) });
     }
     return { released: Math.min(held.length, EXPIRY_SWEEP_LIMIT), more: held.length > EXPIRY_SWEEP_LIMIT };
   }
@@ -210,7 +210,14 @@ export class BillingService {
 
   async captureReservation(m: BillingMessage<'captureReservation'>) {
     await this.account(
-      { type: 'CaptureReservation', orgId: m.org_id, reservationId: m.reservation_id, amountMicros: m.amount_micros, usage: m.usage },
+      {
+        type: 'CaptureReservation',
+        orgId: m.org_id,
+        reservationId: m.reservation_id,
+        amountMicros: m.amount_micros,
+        usage: m.usage,
+        now: unixSeconds(this.deps.clock.now()),
+      },
       undefined,
       { answerWhenDecided: m.answer_when_decided === true && this.deps.callersInProcess === true },
     );
@@ -218,7 +225,7 @@ export class BillingService {
   }
 
   async releaseReservation(m: BillingMessage<'releaseReservation'>) {
-    await this.account({ type: 'ReleaseReservation', orgId: m.org_id, reservationId: m.reservation_id });
+    await this.account({ type: 'ReleaseReservation', orgId: m.org_id, reservationId: m.reservation_id, now: unixSeconds(this.deps.clock.now()) });
     return { reservation_id: m.reservation_id };
   }
 

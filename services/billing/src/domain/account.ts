@@ -11,6 +11,7 @@ import {
   streamName,
   type Tier,
 } from '@oc/contracts';
+import { type EncodedSettled, SettledReservations } from './settled';
 
 /**
  * The prepaid account of one organization (stream `account-<org_id>`). Available balance is
@@ -22,9 +23,10 @@ import {
  *      │ └────release──▶ released
  *      └──expire (at expires_at)──▶ expired   (a later capture is refused: the funds went back)
  *
- * A settled reservation is remembered, so that a repeated reserve, capture or release is harmless,
- * until an hour past its expiry (by the time of a later reservation): no product retries that late, and
- * the account's state stays the size of its recent work, however long its history.
+ * A settled reservation is remembered, so that a repeated reserve, capture or release is harmless: a captured
+ * or released one for five minutes after its settlement, an expired one until an hour past its expiry (by the
+ * time of a later reservation; see `SettledReservations`). No product repeats a settlement later, and the
+ * account's state stays the size of its last minutes of work, however long its history and however busy.
  */
 export type AccountEvent = Extract<
   BillingEvent,
@@ -56,8 +58,9 @@ export type AccountCommand =
       now: number;
       holder?: string;
     }
-  | { type: 'CaptureReservation'; orgId: string; reservationId: string; amountMicros: number; usage?: ServedUsage | undefined }
-  | { type: 'ReleaseReservation'; orgId: string; reservationId: string }
+  /** `now` (unix seconds) is recorded as the settlement's time, from which it is remembered. */
+  | { type: 'CaptureReservation'; orgId: string; reservationId: string; amountMicros: number; usage?: ServedUsage | undefined; now: number }
+  | { type: 'ReleaseReservation'; orgId: string; reservationId: string; now: number }
   /** Releases the reservation if it is still open at `now` (unix seconds) and has expired by then. */
   | { type: 'ExpireReservation'; orgId: string; reservationId: string; now: number };
 
@@ -67,14 +70,7 @@ export interface Reservation {
   expiresAt: number | null;
 }
 
-export interface Settlement {
-  outcome: 'captured' | 'released' | 'expired';
-  /** The reservation's; null for reservations made before reservations expired. */
-  expiresAt: number | null;
-}
-
-/** How long past its expiry a settled reservation is still recognised. */
-export const SETTLED_RETENTION_SECONDS = 3_600;
+export { REPEAT_WINDOW_SECONDS, SETTLED_RETENTION_SECONDS } from './settled';
 
 export type AccountState =
   | { status: 'absent' }
@@ -87,8 +83,8 @@ export type AccountState =
       balanceMicros: number;
       /** Open reservations by id. */
       reservations: Map<string, Reservation>;
-      /** How each reservation no longer open ended, so repeats are harmless; in the order they ended. */
-      settled: Map<string, Settlement>;
+      /** The reservations no longer open, so that repeats are harmless. */
+      settled: SettledReservations;
     };
 
 export const accountStream = (orgId: string) => streamName(BillingStreams.account, orgId);
@@ -151,7 +147,7 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
       ];
 
     case 'ReserveFunds': {
-      if (state.reservations.has(command.reservationId) || state.settled.has(command.reservationId)) return [];
+      if (state.reservations.has(command.reservationId) || state.settled.outcome(command.reservationId) !== undefined) return [];
       const available = availableMicros(state);
       if (available < command.amountMicros) {
         throw new DomainError({
@@ -179,7 +175,7 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
     case 'CaptureReservation': {
       const reserved = state.reservations.get(command.reservationId)?.amountMicros;
       if (reserved === undefined) {
-        if (state.settled.get(command.reservationId)?.outcome === 'expired') {
+        if (state.settled.outcome(command.reservationId) === 'expired') {
           throw new DomainError({
             kind: 'Conflict',
             code: 'reservation_expired',
@@ -204,6 +200,7 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
             amount_micros: command.amountMicros,
             released_micros: reserved - command.amountMicros,
             ...(command.usage ? { usage: command.usage } : {}),
+            settled_at: command.now,
           },
         },
       ];
@@ -215,7 +212,7 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
       return [
         {
           type: 'ReservationReleased',
-          data: { org_id, reservation_id: command.reservationId, amount_micros: reserved.amountMicros, reason: 'released' },
+          data: { org_id, reservation_id: command.reservationId, amount_micros: reserved.amountMicros, reason: 'released', settled_at: command.now },
         },
       ];
     }
@@ -227,7 +224,7 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
       return [
         {
           type: 'ReservationReleased',
-          data: { org_id, reservation_id: command.reservationId, amount_micros: reserved.amountMicros, reason: 'expired' },
+          data: { org_id, reservation_id: command.reservationId, amount_micros: reserved.amountMicros, reason: 'expired', settled_at: command.now },
         },
       ];
     }
@@ -242,7 +239,7 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
 const sameLimits = (a: CustomLimits, b: CustomLimits) => LIMIT_NAMES.every((name) => a[name] === b[name]);
 
 function settledOrMissing(state: AccountState & { status: 'open' }, reservationId: string): AccountEvent[] {
-  if (state.settled.has(reservationId)) return [];
+  if (state.settled.outcome(reservationId) !== undefined) return [];
   throw new DomainError({ kind: 'NotFound', resource: 'reservation', id: reservationId });
 }
 
@@ -259,7 +256,7 @@ function evolve(state: AccountState, event: AccountEvent): AccountState {
       customLimits: NO_CUSTOM_LIMITS,
       balanceMicros: 0,
       reservations: new Map(),
-      settled: new Map(),
+      settled: new SettledReservations(),
     };
   }
   if (state.status !== 'open') return state;
@@ -271,17 +268,17 @@ function evolve(state: AccountState, event: AccountEvent): AccountState {
     case 'CreditsAdded':
       return { ...state, balanceMicros: state.balanceMicros + event.data.amount_micros };
     case 'FundsReserved':
-      if (event.data.reserved_at !== undefined) forgetSettledBefore(state.settled, event.data.reserved_at - SETTLED_RETENTION_SECONDS);
+      if (event.data.reserved_at !== undefined) state.settled.advance(event.data.reserved_at);
       state.reservations.set(event.data.reservation_id, {
         amountMicros: event.data.amount_micros,
         expiresAt: event.data.expires_at ?? null,
       });
       return state;
     case 'ReservationCaptured':
-      settle(state, event.data.reservation_id, 'captured');
+      settle(state, event.data.reservation_id, 'captured', event.data.settled_at);
       return { ...state, balanceMicros: state.balanceMicros - event.data.amount_micros };
     case 'ReservationReleased':
-      settle(state, event.data.reservation_id, event.data.reason === 'expired' ? 'expired' : 'released');
+      settle(state, event.data.reservation_id, event.data.reason === 'expired' ? 'expired' : 'released', event.data.settled_at);
       return state;
     default: {
       const never: never = event;
@@ -290,44 +287,37 @@ function evolve(state: AccountState, event: AccountEvent): AccountState {
   }
 }
 
-function settle(state: AccountState & { status: 'open' }, reservationId: string, outcome: Settlement['outcome']) {
+function settle(state: OpenAccount, reservationId: string, outcome: 'captured' | 'released' | 'expired', settledAt: number | undefined) {
   const expiresAt = state.reservations.get(reservationId)?.expiresAt ?? null;
   state.reservations.delete(reservationId);
-  state.settled.set(reservationId, { outcome, expiresAt });
-}
-
-/**
- * Drops the settlements of reservations that expired before `before`, oldest first, stopping at the first
- * one to keep: one long-lived reservation delays the forgetting of those settled after it by at most its
- * own lifetime, and each call does work only for what it drops.
- */
-function forgetSettledBefore(settled: Map<string, Settlement>, before: number) {
-  for (const [id, { expiresAt }] of settled) {
-    if (expiresAt !== null && expiresAt >= before) return;
-    settled.delete(id);
-  }
+  state.settled.add(reservationId, outcome, settledAt, expiresAt);
 }
 
 type OpenAccount = AccountState & { status: 'open' };
 type EncodedAccount = Omit<OpenAccount, 'reservations' | 'settled'> & {
   reservations: Array<[string, Reservation]>;
-  settled: Array<[string, Settlement]>;
+  settled: EncodedSettled;
 };
 
 /**
  * An account's stream grows with every reservation, so its state is kept every 10,000 events (a busy
  * organization's few minutes) and loaded from there: a load reads at most that many events, however long
- * the history. Version 1: the state with its maps as arrays of entries, in their order.
+ * the history. The state is encoded on the thread that decides the account's commands, so encoding does no
+ * work per settled reservation: their text goes as it is held (`SettledReservations.encode`), and only the
+ * open reservations (the work in flight) are listed. Version 2: settled reservations by minute of settlement;
+ * a version 1 snapshot (a map of them) is ignored, and the account folded from its first event once.
  */
 const snapshot: SnapshotCodec<AccountState> = {
-  version: 1,
+  version: 2,
   every: 10_000,
   encode: (state) =>
-    state.status === 'open' ? ({ ...state, reservations: [...state.reservations], settled: [...state.settled] } satisfies EncodedAccount) : state,
+    state.status === 'open'
+      ? ({ ...state, reservations: [...state.reservations], settled: state.settled.encode() } satisfies EncodedAccount)
+      : state,
   decode: (data) => {
-    const state = data as AccountState | EncodedAccount;
+    const state = data as Exclude<AccountState, OpenAccount> | EncodedAccount;
     if (state.status !== 'open') return state;
-    return { ...state, reservations: new Map(state.reservations), settled: new Map(state.settled) };
+    return { ...state, reservations: new Map(state.reservations), settled: SettledReservations.decode(state.settled) };
   },
 };
 
