@@ -16,6 +16,7 @@ import { RateLimits } from '../src/application/rate-limits';
 import { createGatewayApp } from '../src/transport/http';
 import { HttpServerConfigSchema, listenHttp } from '../src/transport/http-server';
 import { LINGERING } from '../src/transport/lingering-close';
+import { LARGE_BODY_BYTES_PER_OWNER, MAX_BODY_BYTES } from '../src/transport/request-body';
 import { v1Routes } from '../src/transport/v1-routes';
 
 /** The gateway's log lines, as JSON objects. */
@@ -564,60 +565,102 @@ describe('gateway: OpenAPI document', () => {
   });
 });
 
-describe("gateway: one organization's large bodies are read in turns", () => {
+describe("gateway: one organization's large bodies are parsed in turns, never waiting on another's network", () => {
   const large = JSON.stringify({ text: 'x'.repeat(100_000) });
-  const post = (key: string) =>
-    fetch(`${url}/v1/echo`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: large });
-  /** A connection of its own that has already been answered once, so that its next request is read at once. */
-  const openConnection = async (key: string) => {
-    const socket = connect(Number(new URL(url).port), '127.0.0.1');
-    const answers: string[] = [];
-    let next: (() => void) | undefined;
-    socket.on('data', (chunk) => {
-      answers.push(chunk.toString());
-      if (answers.join('').includes('"ok"')) next?.();
-    });
-    await new Promise<void>((resolve) => {
-      next = resolve;
-      socket.write(`GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`);
-    });
-    answers.length = 0;
-    return { socket, answered: () => answers.join('') };
-  };
+  const chat70k = JSON.stringify({ model: 'chat-2', messages: [{ role: 'user', content: 'x'.repeat(70_000) }] });
+  const post = (key: string, body = large, at = url) =>
+    fetch(`${at}/v1/echo`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body });
   /** Another organization's request, answered only after the gateway has read what was sent before it. */
   const roundTrip = async (key: string) => expect((await get('/v1/health', key)).status).toBe(200);
+  /**
+   * A connection that sends the headers of a JSON body of `declared` bytes and only its first `sent`, then stalls.
+   * Its connection has already been answered once, so that the gateway reads this request at once (before any
+   * request sent after it is answered). `open()` is true until the gateway answers or closes it; `answer` is what
+   * it was told by then.
+   */
+  const stall = async (key: string, declared: number, sent: number, at = url) => {
+    const socket = connect(Number(new URL(at).port), '127.0.0.1');
+    socket.on('error', () => undefined);
+    let text = '';
+    await new Promise<void>((resolve) => {
+      socket.on('data', (chunk) => ((text += chunk), text.includes('"ok"') && resolve()));
+      socket.write(`GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`);
+    });
+    text = '';
+    let open = true;
+    const answer = new Promise<string>((resolve) => socket.on('close', () => ((open = false), resolve(text))));
+    socket.write(`POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n`);
+    socket.write(`{"text":"${'x'.repeat(Math.max(0, sent - 9))}`);
+    return { socket, answer, open: () => open && text === '' };
+  };
+  const requestTimedOut = (answer: string) => {
+    expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 408 Request Timeout');
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { code: 'request_timeout' } });
+  };
+  /** A gateway whose requests time out after two seconds (HTTP_REQUEST_TIMEOUT_MS), so that a stall ends soon. */
+  const quickTimeout = async () => {
+    const server = await listenHttp(gatewayApp, 0, '127.0.0.1', { ...HttpServerConfigSchema.parse({}), HTTP_HEADERS_TIMEOUT_MS: 1_000, HTTP_REQUEST_TIMEOUT_MS: 2_000 });
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => server.close() };
+  };
 
-  it("waits for the body before it of the same organization, never for another organization's", async () => {
-    const a = await newKey({ scopes: ['video:read'] });
-    const b = await newKey({ scopes: ['video:read'] });
-    const first = await openConnection(a.key);
-    const head = `POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${a.key}\r\nContent-Type: application/json\r\nContent-Length: ${large.length}\r\n\r\n`;
-    first.socket.write(head + large.slice(0, 50_000));
-    await roundTrip(b.key);
+  it("answers an organization's complete large bodies while an upload of its own is stalled, which later gets its 408 (issue 28, finding 2)", async () => {
+    const gateway = await quickTimeout();
+    try {
+      const a = await newKey({ scopes: ['video:read'] });
+      const b = await newKey({ scopes: ['video:read'] });
+      const stalled = await stall(a.key, large.length, 50_000, gateway.url);
+      await roundTrip(b.key);
 
-    let secondAnswered = false;
-    const second = post(a.key).then((res) => ((secondAnswered = true), res));
-    expect((await post(b.key)).status).toBe(200);
-    await roundTrip(b.key);
-    expect(secondAnswered).toBe(false);
+      const chat = await post(a.key, chat70k, gateway.url);
+      expect(stalled.open()).toBe(true);
+      expect(chat.status).toBe(200);
+      expect(((await chat.json()) as { messages: Array<{ content: string }> }).messages[0]!.content).toHaveLength(70_000);
+      expect((await post(b.key, large, gateway.url)).status).toBe(200);
+      expect(stalled.open()).toBe(true);
 
-    const firstAnswer = new Promise<void>((resolve) => first.socket.on('data', () => first.answered().includes('"text"') && resolve()));
-    first.socket.write(large.slice(50_000));
-    await firstAnswer;
-    expect(first.answered().split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
-    expect((await second).status).toBe(200);
-    first.socket.destroy();
+      requestTimedOut(await stalled.answer);
+    } finally {
+      gateway.close();
+    }
   });
 
-  it('gives the turn on when a client leaves before its whole body came', async () => {
+  it('answers them between back-to-back stalls of its own too', async () => {
+    const gateway = await quickTimeout();
+    try {
+      const a = await newKey({ scopes: ['video:read'] });
+      const b = await newKey({ scopes: ['video:read'] });
+      const first = await stall(a.key, large.length, 50_000, gateway.url);
+      await roundTrip(b.key);
+      const second = await stall(a.key, large.length, 50_000, gateway.url);
+      await roundTrip(b.key);
+
+      expect((await post(a.key, chat70k, gateway.url)).status).toBe(200);
+      expect((await post(a.key, large, gateway.url)).status).toBe(200);
+      expect([first.open(), second.open()]).toEqual([true, true]);
+
+      for (const stalled of [first, second]) requestTimedOut(await stalled.answer);
+    } finally {
+      gateway.close();
+    }
+  });
+
+  it(`holds an organization's large bodies past its ${LARGE_BODY_BYTES_PER_OWNER / MAX_BODY_BYTES} MiB being received unread until one ends, never another organization's`, async () => {
     const a = await newKey({ scopes: ['video:read'] });
     const b = await newKey({ scopes: ['video:read'] });
-    const leaving = await openConnection(a.key);
-    leaving.socket.write(`POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${a.key}\r\nContent-Type: application/json\r\nContent-Length: ${large.length}\r\n\r\n{"text":"`);
+    const stalls = await Promise.all(Array.from({ length: LARGE_BODY_BYTES_PER_OWNER / MAX_BODY_BYTES }, () => stall(a.key, MAX_BODY_BYTES, 1_000)));
     await roundTrip(b.key);
-    leaving.socket.destroy();
-    const next = await post(a.key);
-    expect(next.status).toBe(200);
-    expect(((await next.json()) as { text: string }).text).toHaveLength(100_000);
+
+    let nextAnswered = false;
+    const next = post(a.key).then((res) => ((nextAnswered = true), res));
+    expect((await post(b.key)).status).toBe(200);
+    await roundTrip(b.key);
+    expect(nextAnswered).toBe(false);
+
+    // A client that leaves gives its room back.
+    stalls[0]!.socket.destroy();
+    const answered = await next;
+    expect(answered.status).toBe(200);
+    expect(((await answered.json()) as { text: string }).text).toHaveLength(100_000);
+    for (const { socket } of stalls) socket.destroy();
   });
 });

@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import type { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Route } from '../../gateway/src/transport/routes';
-import { MAX_BODY_BYTES } from '../../gateway/src/transport/http';
+import { MAX_BODY_BYTES } from '../../gateway/src/transport/request-body';
 import { v1Routes } from '../../gateway/src/transport/v1-routes';
 import { clientFor } from './client';
 import { embedded, type RunningService } from './harness';

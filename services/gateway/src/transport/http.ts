@@ -8,7 +8,6 @@ import {
   type Clock,
   PROBE_PATHS,
   invalidApiKey,
-  invalidRequest,
   insufficientScope,
   type KeyPrincipal,
   notFound,
@@ -18,10 +17,8 @@ import {
 } from '@oc/contracts';
 import type { ServiceClient } from '@oc/messaging';
 import { setHttpRoute } from '@oc/telemetry';
-import { Turns } from '../application/turns';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import proxyAddr from 'proxy-addr';
-import typeIs from 'type-is';
 import type { Logger } from 'pino';
 import type { KeyAuthenticator } from '../application/authenticator';
 import type { KeyUsageRecorder } from '../application/key-usage';
@@ -31,16 +28,10 @@ import { FailedAttempts } from '../application/failed-attempts';
 import type { ConsoleSessions } from '../application/console-sessions';
 import { consoleApi, dashboardFiles } from './console';
 import type { ConsoleRoute } from './console-routes';
-import { closeLingering } from './lingering-close';
-import { readMultipartBody } from './multipart';
 import { openApiDocument } from './openapi';
+import { readBody } from './request-body';
 import { nameRequest, noteOrganization, requestIdOf } from './request-id';
 import { compile, type Match, match, type Route, type RouteContext } from './routes';
-
-/** Bodies over this size are refused with 413 before they are read further. */
-export const MAX_BODY_BYTES = 1024 * 1024;
-/** A refused body declared up to this size is read and dropped, and its connection reused; a larger one's is closed, lingering. */
-const MAX_DRAINED_BODY_BYTES = 8 * MAX_BODY_BYTES;
 
 export interface GatewayDeps {
   services: ServiceClient;
@@ -66,8 +57,6 @@ export interface GatewayDeps {
   /** Extra readiness checks beyond the transport (e.g. each service's own ping). */
   ready: () => Promise<void>;
 }
-
-const jsonParser = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
 
 /**
  * The gateway's request listener. `/v1` and `/admin/v1`, the API itself, are matched against their own route
@@ -215,35 +204,31 @@ export async function run<P>(
   deps: GatewayDeps,
 ) {
   const hasBody = route.method !== 'GET' && route.method !== 'DELETE';
-  let turnDone: (() => void) | undefined;
+  let endTurn: (() => void) | undefined;
   try {
-    // A client gone before its whole body came fails the read below, which ends its turn.
-    if (hasBody && isLargeBody(req)) turnDone = await largeBodies.turn(bodyOwner(principal));
-    const body = !hasBody
-      ? {}
-      : route.body === 'json-or-multipart' && typeIs(req, ['multipart/form-data'])
-        ? await readMultipartBody(req, MAX_BODY_BYTES, tooLarge, route.files)
-        : await readJsonBody(req, res);
+    const files = route.body === 'json-or-multipart' ? (route.files ?? []) : undefined;
+    const body = hasBody ? await readBody(req, res, bodyOwner(principal), files) : { value: {} };
+    endTurn = body.endTurn;
     const ctx: RouteContext<P> = {
       req,
       res,
       principal,
       params,
       query: queryOf(req.url ?? ''),
-      body,
+      body: body.value,
       services: deps.services,
       limits: deps.limits,
       // Trace context is added by the traced client when telemetry is on; nothing is allocated here.
       headers: NO_HEADERS,
     };
     const handled = route.handle(ctx);
-    // The owner's next large body is read in a later turn of the event loop, other requests served between.
-    if (turnDone) setImmediate(turnDone);
-    turnDone = undefined;
+    // The owner's next large body is parsed in a later turn of the event loop, other requests served between.
+    if (endTurn) setImmediate(endTurn);
+    endTurn = undefined;
     const reply = await handled;
     if (reply) sendReply(res, reply);
   } catch (error) {
-    turnDone?.();
+    endTurn?.();
     if (res.headersSent) {
       deps.logger.error({ err: error, request_id: requestIdOf(res) }, 'failed after the response started');
       res.end();
@@ -253,94 +238,14 @@ export async function run<P>(
   }
 }
 
-/** A body this size or larger (or of unknown size) takes a millisecond or more of the gateway's thread to read and parse. */
-const LARGE_BODY_BYTES = 64 * 1024;
-
 /** The query string as Express's 'simple' parser read it: a repeated name gives an array. */
 function queryOf(url: string): Record<string, unknown> {
   const { query } = splitUrl(url);
   return query === undefined ? {} : { ...parseQuery(query) };
 }
 
-const isLargeBody = (req: IncomingMessage) =>
-  req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) >= LARGE_BODY_BYTES;
-
 const bodyOwner = (principal: unknown) =>
   typeof principal === 'object' && principal !== null && 'org_id' in principal ? String(principal.org_id) : 'operator';
-
-/**
- * Each organization's large bodies are read, parsed and handed on one at a time. Twenty megabyte bodies
- * arriving together would otherwise be parsed back to back (5 ms or so each) ahead of every other
- * organization's requests queued behind them on this thread; taken in turns, other requests run between
- * two of them. Only the owner's own large requests wait: its unread bodies stay in the socket.
- */
-const largeBodies = new Turns();
-
-async function readJsonBody(req: IncomingMessage & { body?: unknown }, res: ServerResponse): Promise<unknown> {
-  const length = Number(req.headers['content-length'] ?? 0);
-  const chunked = req.headers['transfer-encoding'] !== undefined;
-  if (length === 0 && !chunked) return {};
-  if (length > MAX_BODY_BYTES) {
-    // Refused before reading: body-parser would first read (or wait for) the whole declared body. Node then
-    // reads the rest and drops it, so a client still sending gets to read this answer rather than a broken pipe
-    // (`fetch` fails with EPIPE when the connection closes under its upload), and the connection serves on. A
-    // body declared larger than that is not worth keeping the connection for: it closes, lingering.
-    if (length > MAX_DRAINED_BODY_BYTES) closeLingering(req, res);
-    throw tooLarge();
-  }
-  if (!typeIs(req, ['application/json'])) {
-    throw new ApiError({
-      status: 415,
-      type: 'invalid_request_error',
-      code: 'unsupported_content_type',
-      message: `Unsupported Content-Type '${req.headers['content-type'] ?? ''}': send the body as application/json.`,
-    });
-  }
-  await new Promise<void>((resolve, reject) => jsonParser(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
-  return req.body ?? {};
-}
-
-const tooLarge = () =>
-  new ApiError({
-    status: 413,
-    type: 'invalid_request_error',
-    code: 'request_too_large',
-    message: `The request body exceeds the ${MAX_BODY_BYTES} byte limit.`,
-  });
-
-/** body-parser's errors carry a `type` and a status; map each to the spec's error body. */
-function bodyParserError(error: unknown, contentEncoding: string | undefined): ApiError | undefined {
-  const e = error as { type?: string; status?: number; expose?: boolean };
-  switch (e?.type) {
-    case 'entity.parse.failed':
-      return invalidRequest('invalid_json', 'We could not parse the JSON body of your request.');
-    case 'entity.too.large':
-      return tooLarge();
-    case 'encoding.unsupported':
-    case 'charset.unsupported':
-      return new ApiError({
-        status: 415,
-        type: 'invalid_request_error',
-        code: 'unsupported_content_type',
-        message: 'Unsupported body encoding or charset: send UTF-8 JSON.',
-      });
-    case 'request.aborted':
-    case 'stream.not.readable':
-    case 'request.size.invalid':
-    case 'stream.encoding.set':
-      return invalidRequest('invalid_body', 'The request body could not be read.');
-    default:
-      // A body that does not decompress as its Content-Encoding says: body-parser passes zlib's error on
-      // with a client status (400) and no type of its own.
-      if (contentEncoding && typeof e?.status === 'number' && e.status >= 400 && e.status < 500 && e.expose === true) {
-        return invalidRequest(
-          'invalid_body',
-          `The request body is not valid '${contentEncoding ?? ''}' data as its Content-Encoding says: send it compressed that way, or without Content-Encoding.`,
-        );
-      }
-      return undefined;
-  }
-}
 
 function sendReply(res: ServerResponse, reply: Reply<unknown>) {
   if (reply.ok) sendJson(res, 200, reply.data);
@@ -356,9 +261,9 @@ function sendJson(res: ServerResponse, status: number, body: unknown) {
   res.end(json);
 }
 
-/** The one exit for failures: body-parser errors, API errors, and anything unexpected (logged, never shown). */
+/** The one exit for failures: API errors, and anything unexpected (logged, never shown). */
 export function sendError(res: ServerResponse, raw: unknown, logger?: Logger) {
-  const error = bodyParserError(raw, res.req?.headers['content-encoding']) ?? toApiError(raw);
+  const error = toApiError(raw);
   if (error.status >= 500 && !(raw instanceof ApiError)) logger?.error({ err: raw, request_id: requestIdOf(res) }, 'unexpected error');
   if (error.retryAfter !== undefined) res.setHeader('Retry-After', String(error.retryAfter));
   sendJson(res, error.status, error.toBody());

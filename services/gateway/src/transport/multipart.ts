@@ -1,5 +1,5 @@
-import type { IncomingMessage } from 'node:http';
-import { ApiError, invalidRequest } from '@oc/contracts';
+import type { IncomingHttpHeaders } from 'node:http';
+import { type ApiError, invalidRequest } from '@oc/contracts';
 import busboy from 'busboy';
 
 /** A file part of a form, read whole: what it is is for the route to check, never taken from the client's word. */
@@ -14,40 +14,31 @@ export class UploadedFile {
 export type FormValue = string | UploadedFile | Record<string, string>;
 
 /**
- * A multipart/form-data body (what OpenAI's SDKs send for forms) as an object, under the same cap as a JSON
- * body. A field named `name[key]`, as the SDKs write an object's members, becomes `{name: {key}}`. File parts
+ * A multipart/form-data body (what OpenAI's SDKs send for forms), read whole under the same cap as a JSON body,
+ * as an object. A field named `name[key]`, as the SDKs write an object's members, becomes `{name: {key}}`. File parts
  * are taken only under the names the route lists; any other is refused, naming it.
  */
-export function readMultipartBody(req: IncomingMessage, maxBytes: number, tooLarge: () => ApiError, files: readonly string[] = []): Promise<Record<string, FormValue>> {
+export function readMultipartBody(body: Buffer, headers: IncomingHttpHeaders, files: readonly string[]): Promise<Record<string, FormValue>> {
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
     try {
-      parser = busboy({ headers: req.headers, limits: { fieldSize: maxBytes, fileSize: maxBytes, fields: 100 } });
+      parser = busboy({ headers, limits: { fields: 100 } });
     } catch {
       reject(invalidRequest('invalid_body', 'The multipart body could not be read (missing boundary?).'));
       return;
     }
     const fields: Record<string, FormValue> = {};
-    let received = 0;
     let pending = 0;
     let closed = false;
     let failed = false;
     const fail = (error: ApiError) => {
-      if (failed) return;
       failed = true;
-      req.unpipe(parser);
-      req.resume();
       reject(error);
     };
     const settle = () => {
       if (closed && pending === 0 && !failed) resolve(fields);
     };
-    req.on('data', (chunk: Buffer) => {
-      received += chunk.length;
-      if (received > maxBytes) fail(tooLarge());
-    });
-    parser.on('field', (name, value, info) => {
-      if (info.valueTruncated) return fail(tooLarge());
+    parser.on('field', (name, value) => {
       const member = /^([^[\]]+)\[([^[\]]+)\]$/.exec(name);
       if (!member) {
         fields[name] = value;
@@ -72,7 +63,6 @@ export function readMultipartBody(req: IncomingMessage, maxBytes: number, tooLar
       fields[name] = new UploadedFile(Buffer.alloc(0), info.mimeType);
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-      stream.on('limit', () => fail(tooLarge()));
       stream.on('close', () => {
         pending--;
         fields[name] = new UploadedFile(Buffer.concat(chunks), info.mimeType);
@@ -85,6 +75,6 @@ export function readMultipartBody(req: IncomingMessage, maxBytes: number, tooLar
       closed = true;
       settle();
     });
-    req.pipe(parser);
+    parser.end(body);
   });
 }
