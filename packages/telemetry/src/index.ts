@@ -1,7 +1,7 @@
 export type { Logger } from 'pino';
 export { createLogger, REDACT_PATHS, type LoggerOptions } from './logger';
 export { startTelemetry, telemetryConfigured, TelemetryConfigSchema, type Telemetry, type TelemetryOptions } from './sdk';
-export { telemetryEnabled } from './state';
+export { telemetryEnabled, telemetryInstanceId } from './state';
 export { instruments, type Counter, type Histogram, type Meter } from './metrics';
 export {
   activeTrace,

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { z } from 'zod';
 import { markTelemetryStarted } from './state';
@@ -15,6 +16,11 @@ export interface TelemetryOptions {
   version: string;
   /** Trace the process's HTTP server (the gateway): incoming requests only, never the requests it sends. */
   httpServer?: { ignorePaths: readonly string[] };
+  /**
+   * `service.instance.id` when another thread of this process started the SDK first (its `telemetryInstanceId()`);
+   * a new random UUID otherwise, so that each process, and each start of it, is an instance of its own.
+   */
+  instanceId?: string | undefined;
   env?: NodeJS.ProcessEnv;
 }
 
@@ -57,10 +63,11 @@ const DISABLED: Telemetry = { enabled: false, shutdown: async () => {} };
  * Starts the OpenTelemetry SDK when OTEL_* configure an exporter, synchronously, so that a process's first
  * import can start it before any other module runs; otherwise nothing is loaded, patched or started. Exporters,
  * protocol, sampling and batching come from the standard variables; the resource carries `service.name`,
- * `service.version` and `deployment.environment.name` (and its older name `deployment.environment`, which many
- * backends still group by), from OTEL_RESOURCE_ATTRIBUTES or else NODE_ENV.
+ * `service.version`, `service.instance.id` (replicas of a service, and each restart, told apart) and
+ * `deployment.environment.name` (and its older name `deployment.environment`, which many backends still group
+ * by), from OTEL_RESOURCE_ATTRIBUTES or else NODE_ENV.
  */
-export function startTelemetry({ service, version, httpServer, env = process.env }: TelemetryOptions): Telemetry {
+export function startTelemetry({ service, version, httpServer, instanceId = randomUUID(), env = process.env }: TelemetryOptions): Telemetry {
   if (!telemetryConfigured(env)) return DISABLED;
   // CommonJS packages loaded by require: synchronous, and only on this path.
   const require = createRequire(import.meta.url);
@@ -86,6 +93,7 @@ export function startTelemetry({ service, version, httpServer, env = process.env
       resources.resourceFromAttributes({
         'service.namespace': 'oc',
         'service.version': version,
+        'service.instance.id': instanceId,
         'deployment.environment.name': environment,
         'deployment.environment': environment,
       }),
@@ -97,7 +105,7 @@ export function startTelemetry({ service, version, httpServer, env = process.env
   sdk.start();
   // The HTTP instrumentation patches `http` when it is next required: now, before any server listens.
   if (httpServer) require('node:http');
-  markTelemetryStarted(service);
+  markTelemetryStarted(service, instanceId);
   return { enabled: true, shutdown: () => sdk.shutdown() };
 }
 

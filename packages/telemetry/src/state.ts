@@ -1,4 +1,5 @@
 let started = false;
+let instanceId: string | undefined;
 
 /**
  * Whether this process (this thread) started the SDK. Code on hot paths asks this before it builds spans,
@@ -6,11 +7,19 @@ let started = false;
  */
 export const telemetryEnabled = (): boolean => started;
 
-export function markTelemetryStarted(_service: string): void {
+export function markTelemetryStarted(_service: string, instance?: string): void {
   started = true;
+  instanceId = instance;
 }
+
+/**
+ * The `service.instance.id` this thread's SDK exports under, when it started one: another thread of the process
+ * (the standalone's gateway) starts its own SDK and takes it, so that the process is one instance, not two.
+ */
+export const telemetryInstanceId = (): string | undefined => instanceId;
 
 /** For tests that register and drop a provider. */
 export function markTelemetryStopped(): void {
   started = false;
+  instanceId = undefined;
 }

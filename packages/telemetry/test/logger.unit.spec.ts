@@ -64,20 +64,25 @@ describe('createLogger', () => {
     expect(out.records().map((r) => r.msg)).toEqual(['kept']);
   });
 
-  it('adds the active trace id and span id, and nothing outside a span', async () => {
+  it('adds the active trace id and span id at every level, a child logger\'s lines included, and nothing outside a span', async () => {
     const out = capture();
-    const log = createLogger({ service: 'billing' }, out.stream);
+    const log = createLogger({ service: 'billing', level: 'trace' }, out.stream);
+    const levels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 
     const ids = await withSpan('credit', {}, async () => {
       await new Promise((resolve) => setImmediate(resolve));
-      log.info('inside');
+      for (const level of levels) log[level](`inside at ${level}`);
+      log.child({ reservation: 'r_1' }).warn('inside, from a child');
       return trace.getActiveSpan()!.spanContext();
     });
     log.info('outside');
 
-    const [inside, outside] = out.records();
-    expect(inside).toMatchObject({ msg: 'inside', trace_id: ids.traceId, span_id: ids.spanId });
+    const records = out.records();
+    expect(records.slice(0, -1).map((r) => r.msg)).toEqual([...levels.map((level) => `inside at ${level}`), 'inside, from a child']);
+    for (const inside of records.slice(0, -1)) expect(inside, inside.msg).toMatchObject({ trace_id: ids.traceId, span_id: ids.spanId });
     expect(ids.traceId).toMatch(/^[0-9a-f]{32}$/);
+    const outside = records.at(-1);
+    expect(outside).toMatchObject({ msg: 'outside' });
     expect(outside).not.toHaveProperty('trace_id');
     expect(outside).not.toHaveProperty('span_id');
   });

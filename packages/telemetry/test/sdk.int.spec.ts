@@ -37,6 +37,8 @@ async function run(env: Record<string, string>, ...args: string[]) {
 const attributes = (list: Array<{ key: string; value: Record<string, unknown> }>) =>
   Object.fromEntries(list.map(({ key, value }) => [key, Object.values(value)[0]]));
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
 describe('startTelemetry', () => {
   const otlp = collector();
   let endpoint: string;
@@ -84,6 +86,7 @@ describe('startTelemetry', () => {
       'service.name': 'oc-fixture',
       'service.version': '9.8.7',
       'service.namespace': 'oc',
+      'service.instance.id': expect.stringMatching(UUID),
       'deployment.environment.name': 'staging',
       'deployment.environment': 'staging',
     });
@@ -100,5 +103,19 @@ describe('startTelemetry', () => {
     expect(duration.histogram.dataPoints.map((p: any) => attributes(p.attributes))).toEqual([
       expect.objectContaining({ 'http.route': '/v1/videos/:video_id', 'http.response.status_code': 404 }),
     ]);
+  });
+
+  it('names each process an instance of its own (service.instance.id), in its traces and its metrics alike', async () => {
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' };
+    await run(env, 'serve');
+    await run(env, 'serve');
+    const instances = (path: string, key: string) =>
+      otlp.received.filter((r) => r.path === path).flatMap((r) => r.body[key].map((resource: any) => attributes(resource.resource.attributes)['service.instance.id']));
+    const traced = instances('/v1/traces', 'resourceSpans');
+    const measured = instances('/v1/metrics', 'resourceMetrics');
+    // Two processes, two instances: each process's spans and metric points under its one id.
+    expect(new Set(traced).size).toBe(2);
+    expect(new Set(measured)).toEqual(new Set(traced));
+    for (const id of traced) expect(id).toMatch(UUID);
   });
 });

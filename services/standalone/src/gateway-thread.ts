@@ -17,6 +17,8 @@ export interface GatewayThreadData {
   config: StandaloneConfig;
   adminToken: string;
   version: string;
+  /** The process's `service.instance.id`, when the main thread exports telemetry: both threads are one instance. */
+  serviceInstanceId: string | undefined;
 }
 
 /** What the thread tells the process, on its `parentPort`. */

@@ -28,7 +28,7 @@ import {
   traceServiceClient,
 } from '@oc/messaging';
 import { SqliteReadModelStore, startProjectionThread } from '@oc/readmodel';
-import { createLogger, type Logger, telemetryEnabled } from '@oc/telemetry';
+import { createLogger, type Logger, telemetryEnabled, telemetryInstanceId } from '@oc/telemetry';
 import { createVideo } from '@oc/video';
 import { createWebhook, resolveSecretKey, webhookSettings } from '@oc/webhook';
 import type { DynamicModule, INestMicroservice } from '@nestjs/common';
@@ -238,6 +238,7 @@ async function startGatewayThread(options: {
     config: options.config,
     adminToken: options.adminToken,
     version: options.version,
+    serviceInstanceId: telemetryInstanceId(),
   };
   const worker = startThread(threadEntry('gateway-thread'), { workerData: data, transferList: [port2] });
   const events = (event: GatewayThreadEvent['kind']) =>

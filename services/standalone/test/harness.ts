@@ -34,6 +34,35 @@ export interface RunningService {
   /** Distributed only: kills one service's process (SIGKILL, no shutdown) and starts it again on its data. */
   crash?(service: string): Promise<void>;
   stop(): Promise<void>;
+  /** Started with `captureLogs`: every log line its processes wrote to stdout so far, as pino's JSON records. */
+  logs?(): Array<Record<string, unknown>>;
+}
+
+/** How a test starts processes beyond their environment. */
+export interface ProcessOptions {
+  /** Keep what the processes write to stdout (their log lines), for `logs()`, instead of passing it through. */
+  captureLogs?: boolean;
+}
+
+/**
+ * Where processes started with `captureLogs` write (a sink for each, so that two processes' lines never
+ * interleave), and their lines read back as pino's records.
+ */
+function logCapture(capture: boolean | undefined) {
+  if (!capture) return { sink: () => undefined, logs: undefined };
+  const outputs: string[] = [];
+  return {
+    sink: () => {
+      const index = outputs.push('') - 1;
+      return (chunk: Buffer) => void (outputs[index] = `${outputs[index]}${chunk}`);
+    },
+    logs: () =>
+      outputs
+        // A line is whole once its newline came: the last piece of each output is empty or still being written.
+        .flatMap((output) => output.split('\n').slice(0, -1))
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>),
+  };
 }
 
 export type Starter = (env?: Record<string, string>) => Promise<RunningService>;
@@ -107,12 +136,13 @@ const EXIT_WITH_PARENT = pathToFileURL(join(import.meta.dirname, 'exit-with-pare
  * setup (`test/global-setup.ts`) builds whatever is older than its sources first. From the TypeScript sources
  * through tsx, every start compiled them again: 5–9 s a process against 1 s, on two cores.
  */
-function spawnService(service: string, env: Record<string, string>): ChildProcess {
+function spawnService(service: string, env: Record<string, string>, stdout?: (chunk: Buffer) => void): ChildProcess {
   const child = spawn(process.execPath, ['--enable-source-maps', '--import', EXIT_WITH_PARENT, join(ROOT, 'services', service, 'dist/main.js')], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    stdio: ['ignore', stdout ? 'pipe' : 'inherit', 'inherit', 'ipc'],
   });
+  if (stdout) child.stdout!.on('data', stdout);
   launches.set(child, { service, env });
   return child;
 }
@@ -150,27 +180,29 @@ async function untilReady(url: string, children: ChildProcess[], others: string[
  * (`crash('standalone')`), and a test's own work (building large bodies, reading answers) does not share
  * the service's event loop.
  */
-export const standaloneProcess: Starter = async (env = {}) => {
+export async function standaloneProcess(env: Record<string, string> = {}, options: ProcessOptions = {}): Promise<RunningService> {
   const dataDir = await mkdtemp(join(tmpdir(), 'oc-process-'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const launch = { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_TOKEN, KEY_USAGE_FLUSH_MS: '100', ...env };
-  let child = spawnService('standalone', launch);
+  const { sink, logs } = logCapture(options.captureLogs);
+  let child = spawnService('standalone', launch, sink());
   await untilReady(url, [child]);
   const service: RunningService = {
     mode: 'embedded',
     url,
     adminToken: ADMIN_TOKEN,
+    ...(logs ? { logs } : {}),
     async restart() {
       await stopProcess(child);
-      child = spawnService('standalone', launch);
+      child = spawnService('standalone', launch, sink());
       await untilReady(url, [child]);
     },
     async crash() {
       const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGKILL');
       await exited;
-      child = spawnService('standalone', launch);
+      child = spawnService('standalone', launch, sink());
       await untilReady(url, [child]);
     },
     async stop() {
@@ -179,7 +211,7 @@ export const standaloneProcess: Starter = async (env = {}) => {
     },
   };
   return service;
-};
+}
 
 /**
  * Every service as a separate process over the real NATS server, each with its own data. Services share
@@ -187,7 +219,7 @@ export const standaloneProcess: Starter = async (env = {}) => {
  * service appends to one SQLite event store file (`EVENTSTORE_FILE`), as they share one EventStoreDB in
  * production; read models stay per service.
  */
-export const distributed = async (env: Record<string, string> = {}, options: { sharedEventStore?: boolean } = {}): Promise<RunningService> => {
+export const distributed = async (env: Record<string, string> = {}, options: { sharedEventStore?: boolean } & ProcessOptions = {}): Promise<RunningService> => {
   const dataDir = await mkdtemp(join(tmpdir(), 'oc-distributed-'));
   const port = await freePort();
   const prefix = uniqueNatsPrefix();
@@ -203,25 +235,27 @@ export const distributed = async (env: Record<string, string> = {}, options: { s
   // Each service answers its probes on a port of its own, as in a container: ready means every one is.
   const health = Object.fromEntries(await Promise.all(['billing', 'chat', 'webhook', 'video'].map(async (s) => [s, await freePort()] as const)));
   const probes = (service: string) => ({ HEALTH_PORT: String(health[service]), HEALTH_HOST: '127.0.0.1' });
+  const { sink, logs } = logCapture(options.captureLogs);
+  const spawnCaptured = (service: string, serviceEnv: Record<string, string>) => spawnService(service, serviceEnv, sink());
   let children: ChildProcess[] = [];
   const start = async () => {
     children = [
-      spawnService('billing', { ...common, ...probes('billing'), DATA_DIR: join(dataDir, 'billing') }),
-      spawnService('chat', { ...common, ...probes('chat'), DATA_DIR: join(dataDir, 'chat') }),
-      spawnService('webhook', {
+      spawnCaptured('billing', { ...common, ...probes('billing'), DATA_DIR: join(dataDir, 'billing') }),
+      spawnCaptured('chat', { ...common, ...probes('chat'), DATA_DIR: join(dataDir, 'chat') }),
+      spawnCaptured('webhook', {
         ...common,
         ...probes('webhook'),
         DATA_DIR: join(dataDir, 'webhook'),
         WEBHOOK_SECRET_KEY,
         WEBHOOK_CONSUMER: webhookConsumer,
       }),
-      spawnService('video', {
+      spawnCaptured('video', {
         ...common,
         ...probes('video'),
         DATA_DIR: join(dataDir, 'video'),
         PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
       }),
-      spawnService('gateway', { ...common, PORT: String(port), HOST: '127.0.0.1', ADMIN_TOKEN }),
+      spawnCaptured('gateway', { ...common, PORT: String(port), HOST: '127.0.0.1', ADMIN_TOKEN }),
     ];
     await untilReady(
       `http://127.0.0.1:${port}`,
@@ -236,6 +270,7 @@ export const distributed = async (env: Record<string, string> = {}, options: { s
     natsPrefix: prefix,
     url: `http://127.0.0.1:${port}`,
     adminToken: ADMIN_TOKEN,
+    ...(logs ? { logs } : {}),
     async restart() {
       await Promise.all(children.map(stopProcess));
       await start();
@@ -248,7 +283,7 @@ export const distributed = async (env: Record<string, string> = {}, options: { s
       child.kill('SIGKILL');
       await exited;
       const { service, env: childEnv } = launches.get(child)!;
-      children[index] = spawnService(service, childEnv);
+      children[index] = spawnCaptured(service, childEnv);
     },
     async stop() {
       await Promise.all(children.map(stopProcess));

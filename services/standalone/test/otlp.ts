@@ -1,9 +1,11 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-/** A span as the OTLP/JSON export carries it, with its resource's service name and plain attributes. */
+/** A span as the OTLP/JSON export carries it, with its resource's service name and instance, and plain attributes. */
 export interface ReceivedSpan {
   service: string;
+  /** The resource's `service.instance.id`: the process (and start) that exported the span. */
+  instance: unknown;
   traceId: string;
   spanId: string;
   parentSpanId: string | undefined;
@@ -44,11 +46,13 @@ export async function otlpReceiver() {
     req.on('end', () => {
       const body = JSON.parse(Buffer.concat(chunks).toString() || '{}');
       for (const resource of body.resourceSpans ?? []) {
-        const service = String(attributesOf(resource.resource?.attributes)['service.name']);
+        const attributes = attributesOf(resource.resource?.attributes);
+        const service = String(attributes['service.name']);
         for (const scope of resource.scopeSpans ?? []) {
           for (const s of scope.spans ?? []) {
             spans.push({
               service,
+              instance: attributes['service.instance.id'],
               traceId: s.traceId,
               spanId: s.spanId,
               parentSpanId: s.parentSpanId || undefined,

@@ -20,6 +20,7 @@ interface Mode {
   video: string;
   billing: string;
   webhook: string;
+  chat: string;
   /** A subject as its spans name it. */
   subject(service: RunningService, plain: string): string;
   /** How a video event reaches the webhook service: a JetStream message, or the shared log read in process. */
@@ -35,11 +36,12 @@ const MODES: Array<[string, Mode]> = [
         [
           'distributed over NATS',
           {
-            start: (env) => distributed(env, { sharedEventStore: true }),
+            start: (env) => distributed(env, { sharedEventStore: true, captureLogs: true }),
             gateway: 'oc-gateway',
             video: 'oc-video',
             billing: 'oc-billing',
             webhook: 'oc-webhook',
+            chat: 'oc-chat',
             subject: (service, plain) => `${service.natsPrefix!}.${plain}`,
             eventHop: (service, type) => [
               ['oc-video', `publish ${service.natsPrefix!}.events.video.${type}`],
@@ -56,13 +58,14 @@ const MODES: Array<[string, Mode]> = [
     {
       start: async (env) => {
         const dataDir = await mkdtemp(join(tmpdir(), 'oc-traced-'));
-        const service = await standaloneProcess({ ...env, DATA_DIR: dataDir });
+        const service = await standaloneProcess({ ...env, DATA_DIR: dataDir }, { captureLogs: true });
         return { ...service, dataDir, stop: async () => (await service.stop(), await rm(dataDir, { recursive: true, force: true })) };
       },
       gateway: 'oc-standalone',
       video: 'oc-standalone',
       billing: 'oc-standalone',
       webhook: 'oc-standalone',
+      chat: 'oc-standalone',
       subject: (_service, plain) => plain,
       eventHop: (_service, type) => [['oc-standalone', `process video.${type}`]],
       eventsFile: (service) => join(service.dataDir!, 'events.sqlite'),
@@ -90,6 +93,9 @@ describe.each(MODES)('one trace from POST /v1/videos to the webhook delivery (%s
         SIM_VIDEO_PRERENDER: '0',
         WEBHOOK_MODE: 'development',
         WEBHOOK_ALLOW_PRIVATE: '1',
+        CHAT_SIMULATOR_WORD_DELAY_MS: '0',
+        // The request's log line is written at info.
+        LOG_LEVEL: 'info',
     });
     api = clientFor(service);
   });
@@ -100,7 +106,7 @@ describe.each(MODES)('one trace from POST /v1/videos to the webhook delivery (%s
   });
 
   it('links the gateway, NATS, the video service, the event store, billing and the delivery attempt', async () => {
-    const { key } = await api.newCustomer({ credit: 5, scopes: ['video:read', 'video:write', 'webhook:write', 'webhook:read'] });
+    const { key, orgId, keyId } = await api.newCustomer({ credit: 5, scopes: ['video:read', 'video:write', 'webhook:write', 'webhook:read'] });
     // The webhook process may come up after the gateway reports ready.
     await vi.waitFor(
       async () => {
@@ -143,7 +149,11 @@ describe.each(MODES)('one trace from POST /v1/videos to the webhook delivery (%s
       'http.response.status_code': 200,
       // The id the client was given, on the span that serves its request.
       'http.response.header.x-request-id': [created.headers.get('x-request-id')],
+      'oc.organization.id': orgId,
+      'oc.api_key.id': keyId,
     });
+    // The id a customer quotes is the trace's.
+    expect(created.headers.get('x-request-id')).toBe(`req_${http.traceId}`);
     expect(attempt.attributes).toMatchObject({ 'http.response.status_code': 204, 'oc.webhook.attempt': 1, 'http.request.resend_count': 0 });
 
     // Every span on the way, each a descendant of the gateway's span: one tree, not only one trace id. Each
@@ -186,6 +196,12 @@ describe.each(MODES)('one trace from POST /v1/videos to the webhook delivery (%s
       'gen_ai.operation.name': 'generate_content',
       'gen_ai.request.model': 'video-2',
       'gen_ai.provider.name': 'oc.simulator',
+      'oc.video.id': videoId,
+    });
+    // The video service's handling of the request names the video it made, so that its traces are found by its id.
+    expect(spans.find((s) => s.service === mode.video && s.name === `process ${subject(Subjects.video.create)}`)!.attributes).toMatchObject({
+      'oc.video.id': videoId,
+      'oc.organization.id': orgId,
     });
 
     // The events themselves carry the chain: the request's trace id as correlation id, and their traceparent.
@@ -204,6 +220,81 @@ describe.each(MODES)('one trace from POST /v1/videos to the webhook delivery (%s
     } finally {
       await store.close();
     }
+  });
+
+  it("names a chat completion's organization, key and completion on its spans, its x-request-id is its trace id, and so is its log line's", async () => {
+    const { key, orgId, keyId } = await api.newCustomer({ credit: 5, scopes: ['chat:write'] });
+    const res = await api.call('POST', '/v1/chat/completions', { token: key, body: { model: 'chat-2', messages: [{ role: 'user', content: 'Hello' }] } });
+    expect(res.status).toBe(200);
+    const requestId = res.headers.get('x-request-id');
+
+    const server = await vi.waitFor(
+      () => {
+        const found = otlp.spans.find((s) => s.kind === SERVER && s.name === 'POST /v1/chat/completions' && s.attributes['oc.api_key.id'] === keyId);
+        expect(found).toBeDefined();
+        return found!;
+      },
+      { timeout: 15_000, interval: 100 },
+    );
+    expect(server.service).toBe(mode.gateway);
+    expect(server.attributes).toMatchObject({ 'oc.organization.id': orgId, 'oc.api_key.id': keyId, 'http.response.header.x-request-id': [requestId] });
+    expect(requestId).toBe(`req_${server.traceId}`);
+    const completion = await vi.waitFor(
+      () => {
+        const found = otlp.trace(server.traceId).find((s) => s.name === `process ${mode.subject(service, Subjects.chat.createChatCompletion)}`);
+        expect(found).toBeDefined();
+        return found!;
+      },
+      { timeout: 15_000, interval: 100 },
+    );
+    expect(completion).toMatchObject({ service: mode.chat, attributes: { 'oc.completion.id': res.body.id, 'oc.organization.id': orgId } });
+    // The key's public id, never the secret, on any span of the trace.
+    expect(JSON.stringify(otlp.trace(server.traceId))).not.toContain(key);
+
+    // The request's log line, found by the id the client was given, names the same trace.
+    const line = await vi.waitFor(
+      () => {
+        const found = service.logs!().find((l) => l.msg === 'request' && l.request_id === requestId);
+        expect(found).toBeDefined();
+        return found!;
+      },
+      { timeout: 15_000, interval: 100 },
+    );
+    expect(line).toMatchObject({ trace_id: server.traceId, org_id: orgId, status: 200 });
+  });
+
+  it("gives a request whose trace its client chose (its own traceparent) an id of the gateway's, never the client's trace id", async () => {
+    const { key, keyId } = await api.newCustomer({ scopes: ['chat:read'] });
+    const chosen = 'feedfacefeedfacefeedfacefeedface';
+    const res = await fetch(`${service.url}/v1/models`, { headers: { authorization: `Bearer ${key}`, traceparent: `00-${chosen}-0123456789abcdef-01` } });
+    expect(res.status).toBe(200);
+    const requestId = res.headers.get('x-request-id')!;
+    // Another client could send the same traceparent: a request id is never one a client picked.
+    expect(requestId).toMatch(/^req_[0-9a-f]{32}$/);
+    expect(requestId).not.toContain(chosen);
+    const server = await vi.waitFor(
+      () => {
+        const found = otlp.spans.find((s) => s.kind === SERVER && s.attributes['oc.api_key.id'] === keyId);
+        expect(found).toBeDefined();
+        return found!;
+      },
+      { timeout: 15_000, interval: 100 },
+    );
+    expect(server.traceId).toBe(chosen);
+    expect(server.attributes['http.response.header.x-request-id']).toEqual([requestId]);
+  });
+
+  it('names each process an instance of its own: one service.instance.id per process, on every span it exports', () => {
+    const instances = new Map<string, Set<unknown>>();
+    for (const span of otlp.spans) instances.set(span.service, (instances.get(span.service) ?? new Set()).add(span.instance));
+    expect([...instances.keys()].sort()).toEqual([...new Set([mode.gateway, mode.video, mode.billing, mode.webhook, mode.chat])].sort());
+    // The standalone's gateway thread exports as the process it runs in, not as an instance of its own.
+    for (const [name, ids] of instances) {
+      expect(ids.size, name).toBe(1);
+      expect([...ids][0], name).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    }
+    const all = [...instances.values()].flatMap((ids) => [...ids]);
+    expect(new Set(all).size).toBe(all.length);
   });
 
   it('exports the metrics: requests by route and status, video jobs, webhook attempts, reservations, projection lag', async () => {

@@ -21,6 +21,7 @@ import {
 } from '@oc/contracts';
 import { aggregateStream, type CommandHandler, type EventStore } from '@oc/eventstore';
 import { pageAfter, type ReadModels } from '@oc/readmodel';
+import { setActiveSpanAttributes } from '@oc/telemetry';
 import type { Logger } from 'pino';
 import { conversationTokens, trimToContext } from '../domain/context';
 import { definitionsText, fromStored, messageCost, toStored } from '../domain/messages';
@@ -311,6 +312,8 @@ export class ChatService {
     description: string,
     choices: Pick<Job, 'n' | 'shape'> = { n: 1, shape: { options: {} } },
   ): Promise<Job> {
+    // On the span of the request that makes it, so that the completion's trace is found by its id.
+    setActiveSpanAttributes({ 'oc.completion.id': id, 'oc.organization.id': request.org_id });
     const maxTokens = requestedMaxTokens ?? this.deps.pricing.defaultMaxTokens;
     const promptTokens = prompts.reduce((sum, p) => sum + p.promptTokens, 0);
     const { provider, microsPer1kTokens } = this.served(request.model, request.mode);

@@ -15,6 +15,7 @@ import {
 } from '@oc/contracts';
 import { aggregateStream, type CommandHandler, type EventStore } from '@oc/eventstore';
 import type { ReadModels } from '@oc/readmodel';
+import { setActiveSpanAttributes } from '@oc/telemetry';
 import { conversationUpTo, responseDecider, responseTurns } from '../domain/response-log';
 import {
   chatMessages,
@@ -42,6 +43,9 @@ export interface ResponsesDeps {
   ids: IdSource;
 }
 
+/** The response a request is about, on its span, so that its traces are found by its id. */
+const onSpan = (orgId: string, responseId: string) => setActiveSpanAttributes({ 'oc.response.id': responseId, 'oc.organization.id': orgId });
+
 /**
  * OpenAI's Responses API on the chat completion: each response is one chat completion (reserved, generated and
  * charged exactly as chat's), its answer translated to a Response (domain/responses.ts). A stored response is
@@ -58,6 +62,7 @@ export class ResponsesService {
   async create(m: ResponseMessageOf<'create'>): Promise<ResponseObject | { id: string; stream_to: string }> {
     const now = this.deps.clock.now();
     const id = this.deps.ids.next('resp_');
+    onSpan(m.org_id, id);
     const previous = m.previous_response_id ? await this.stored(m.org_id, m.previous_response_id, 'previous_response_id') : undefined;
     const inputItems = storedInputItems(id, await this.resolveReferences(m.org_id, m.input));
     const plan = planChat(m, inputItems);
@@ -72,6 +77,7 @@ export class ResponsesService {
       ...plan.fields,
       ...(previous ? { session_id: previous.session_id } : {}),
       ...(m.stream_to !== undefined ? { stream_to: m.stream_to } : {}),
+      ...(m.watch_to !== undefined ? { watch_to: m.watch_to } : {}),
       org_id: m.org_id,
       mode: m.mode,
     });
@@ -97,10 +103,12 @@ export class ResponsesService {
   }
 
   async get(m: ResponseMessageOf<'get'>): Promise<ResponseObject> {
+    onSpan(m.org_id, m.response_id);
     return (await this.stored(m.org_id, m.response_id)).response;
   }
 
   async delete(m: ResponseMessageOf<'delete'>) {
+    onSpan(m.org_id, m.response_id);
     const doc = await this.stored(m.org_id, m.response_id);
     const command = { type: 'DeleteResponse' as const, sessionId: doc.session_id, orgId: m.org_id, responseId: doc._id, now: unixSeconds(this.deps.clock.now()) };
     await this.deps.commands.handle(sessionStream(doc.session_id), responseDecider, command);
@@ -109,6 +117,7 @@ export class ResponsesService {
 
   /** OpenAI's list of a response's input items: newest first unless `order: asc`, after the item `after` names. */
   async listInputItems(m: ResponseMessageOf<'listInputItems'>) {
+    onSpan(m.org_id, m.response_id);
     const doc = await this.stored(m.org_id, m.response_id);
     const items = m.order === 'desc' ? [...doc.input_items].reverse() : doc.input_items;
     const start = m.after === undefined ? 0 : items.findIndex((item) => item.id === m.after) + 1;

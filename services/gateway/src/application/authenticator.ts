@@ -9,6 +9,7 @@ import {
   unwrap,
 } from '@oc/contracts';
 import type { ServiceClient } from '@oc/messaging';
+import { setActiveSpanAttributes } from '@oc/telemetry';
 
 const KEY_FORMAT = /^oc_(live|test)_[A-Za-z0-9_-]{32,128}$/;
 
@@ -52,6 +53,8 @@ export class KeyAuthenticator {
     if (principal.expires_at !== null && principal.expires_at <= unixSeconds(this.clock.now())) {
       throw invalidApiKey('This API key has expired.');
     }
+    // Whose request it is, on the request's span, so that a trace is found by organization or key (never the secret).
+    setActiveSpanAttributes({ 'oc.organization.id': principal.org_id, 'oc.api_key.id': principal.key_id });
     return principal;
   }
 

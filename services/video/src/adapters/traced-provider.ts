@@ -13,7 +13,7 @@ export function traceVideoProvider(inner: VideoProvider, options: { provider: st
     'gen_ai.provider.name': options.provider,
     'gen_ai.request.model': options.modelOf(job.model),
     'gen_ai.output.type': 'video',
-    'oc.video_id': job.videoId,
+    'oc.video.id': job.videoId,
     'oc.upstream.operation': operation,
   });
   return {

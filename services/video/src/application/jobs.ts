@@ -153,7 +153,7 @@ export class VideoJobs {
     const origin = await this.deps.commands.origin(stream);
     await inSpan(
       'video job step',
-      { parent: origin?.metadata.traceparent, attributes: { 'oc.video_id': videoId, 'oc.video.state': state.status, 'gen_ai.request.model': state.model } },
+      { parent: origin?.metadata.traceparent, attributes: { 'oc.video.id': videoId, 'oc.video.state': state.status, 'gen_ai.request.model': state.model } },
       () => this.dueNow(state),
     );
   }

@@ -23,6 +23,7 @@ import {
 import { type CommandHandler, KeyedMutex } from '@oc/eventstore';
 import type { Logger } from 'pino';
 import { pageAfter, type ReadModels } from '@oc/readmodel';
+import { setActiveSpanAttributes } from '@oc/telemetry';
 import { violatesContentPolicy } from '../domain/content-policy';
 import { type VideoPrices, videoPriceMicros } from '../domain/pricing';
 import { idempotencyKeyDecider, type IdempotencyKeyState, idempotencyKeyStream } from '../domain/idempotency';
@@ -84,6 +85,9 @@ interface Caller {
 }
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
+
+/** The video a request is about, on its span, so that the video's traces are found by its id. */
+const onSpan = (orgId: string, videoId: string) => setActiveSpanAttributes({ 'oc.video.id': videoId, 'oc.organization.id': orgId });
 
 /** A request waiting for another's create under its Idempotency-Key looks at that video this often. */
 const IDEMPOTENCY_POLL_MS = 25;
@@ -332,6 +336,8 @@ export class VideoService {
     videoId: string,
     image?: ReferenceImage,
   ): Promise<Video> {
+    // A remix's new video, in place of its source.
+    onSpan(caller.org_id, videoId);
     const costMicros = videoPriceMicros(this.deps.prices, request.model, request.size, request.seconds);
     const replica = this.deps.replicas.self;
     const files = { orgId: caller.org_id, videoId };
@@ -390,6 +396,7 @@ export class VideoService {
 
   /** Missing, deleted and other organizations' videos are all the same 404. */
   private async owned(orgId: string, videoId: string): Promise<VideoDoc> {
+    onSpan(orgId, videoId);
     const doc = await this.videos.findOne({ _id: videoId, org_id: orgId, ...VISIBLE });
     if (!doc) throw new DomainError({ kind: 'NotFound', resource: 'video', id: videoId });
     return doc;
@@ -416,6 +423,8 @@ export class VideoService {
 
   /** The video as the create call answered it: queued, nothing generated yet. */
   private firstResponse(doc: VideoDoc): Video {
+    // A repeated Idempotency-Key's answer is the first request's video.
+    onSpan(doc.org_id, doc._id);
     return {
       ...this.toVideo(doc),
       status: 'queued',

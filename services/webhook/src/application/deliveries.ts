@@ -245,7 +245,7 @@ export class Deliveries {
       'webhook delivery',
       {
         parent: origin?.metadata.traceparent,
-        attributes: { 'oc.delivery_id': deliveryId, 'oc.webhook_id': state.webhookId, 'oc.event_type': state.event.type, 'oc.webhook.attempt': state.attempts + 1 },
+        attributes: { 'oc.webhook.delivery.id': deliveryId, 'oc.webhook.id': state.webhookId, 'oc.event_type': state.event.type, 'oc.webhook.attempt': state.attempts + 1 },
       },
       () => this.attemptNow(deliveryId, state, origin),
     );
