@@ -311,7 +311,33 @@ export const StreamFrameSchema = z.discriminatedUnion('kind', [
 ]);
 export type StreamFrame = z.infer<typeof StreamFrameSchema>;
 
-/** Broadcast by the gateway when a streaming client goes away, so the upstream call stops. */
+/**
+ * The header that names a completion's own subject when it is answered whole (a streamed one has `stream_to`):
+ * the replica that takes it says there which process it is (`ReplicaNotice`), and a cancel naming it gives the
+ * work up. A header rather than a field, so that a chat process of an earlier release ignores it instead of
+ * refusing the request.
+ */
+export const WATCH_TO_HEADER = 'oc-watch-to';
+
+/** The subject `WATCH_TO_HEADER` names, when it names one of the completions' own. */
+export function watchTo(headers: Record<string, string>): string | undefined {
+  const subject = headers[WATCH_TO_HEADER];
+  return subject !== undefined && subject.length <= 200 && subject.startsWith(`${Subjects.chat.streamPrefix}.`) ? subject : undefined;
+}
+
+/**
+ * Published first on a completion's own subject (`stream_to`, or `WATCH_TO_HEADER`'s) by the replica that took it, when
+ * replicas answer presence (`Replicas.incarnation`): the caller watches that process, and fails the request as
+ * soon as it is gone instead of waiting out its timeouts.
+ */
+export const ReplicaNoticeSchema = z.object({ kind: z.literal('replica'), replica: z.string().min(1), incarnation: z.string().min(1) });
+export type ReplicaNotice = z.infer<typeof ReplicaNoticeSchema>;
+
+/**
+ * Broadcast by the gateway when a streaming client goes away, so the upstream call stops; or when it gives a
+ * completion up (its replica gone, a stall, its own shutdown), naming its own subject. A stream is
+ * charged for what it delivered; a completion answered whole that is given up is not charged.
+ */
 export const CancelStreamSchema = z.object({ stream_to: z.string().min(1) });
 
 // ---------- Domain events of the chat service ----------

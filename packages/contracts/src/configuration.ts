@@ -1,4 +1,14 @@
-import type { z } from 'zod';
+import { z } from 'zod';
+
+/** How a process stops on SIGTERM or SIGINT (README's table); every process's configuration takes this shape. */
+export const ShutdownConfigSchema = z.object({
+  /**
+   * From the signal on, the process is not ready and takes no new work; what is in flight (requests, chat streams)
+   * may finish for this long, and what is still running then is cut (a stream ends with an error event, charged
+   * only for what it delivered). Deployments give a process longer than this before they kill it.
+   */
+  SHUTDOWN_GRACE_MS: z.coerce.number().int().nonnegative().default(30_000).describe('milliseconds, 0 or more'),
+});
 
 /** One variable at fault: the line an operator reads is `<variable>: <message>`. */
 export interface ConfigurationProblem {

@@ -24,6 +24,12 @@ export interface Replicas {
   readonly shared: boolean;
   /** Whether the replica of this name has stopped, so that its work may be taken over. Never true of `self`. */
   isGone(replica: string): Promise<boolean>;
+  /**
+   * This process's own name among the runs of `self` (a replica started again keeps its name, not this): a
+   * caller waiting on its work watches it, and knows the work lost once another process or none answers.
+   * Absent where nobody can watch (one process alone).
+   */
+  readonly incarnation?: string;
 }
 
 /**

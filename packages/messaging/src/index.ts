@@ -1,11 +1,11 @@
 export * from './port';
 export { headersOf, type MessageContext } from './wire';
-export { natsServerStrategy, NatsServiceClient, type NatsConnectOptions } from './nats';
+export { type DrainingServerNats, natsServerStrategy, NatsServiceClient, type NatsConnectOptions } from './nats';
 export { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from './in-process';
 export { serveThreadClient, ThreadServiceClient } from './thread';
 export { exponentialBackoff, type EventErrorHandler, type RetryDelay } from './retry';
 export { ensureEventsStream, startOutboxRelay, type OutboxRelayOptions } from './outbox-relay';
 export { EventStoreEventBus, type EventStoreEventBusOptions } from './eventstore-bus';
 export { JetStreamEventBus, type JetStreamEventBusOptions } from './jetstream-bus';
-export { natsPresence, ReplicaNameInUseError, type NatsPresence } from './presence';
+export { natsPresence, ReplicaNameInUseError, type NatsPresence, type ReplicaWatch, watchReplicas } from './presence';
 export { MessageTracingInterceptor, traceServiceClient } from './tracing';

@@ -1,6 +1,7 @@
-import type { NatsConnection } from '@nats-io/transport-node';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Msg, NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
 import { Logger } from '@nestjs/common';
-import { ClientNats, NatsRecordBuilder, ServerNats, type NatsOptions } from '@nestjs/microservices';
+import { ClientNats, type NatsContext, NatsRecordBuilder, ServerNats, type NatsOptions } from '@nestjs/microservices';
 import { natsNames, type NatsNames, type Reply } from '@oc/contracts';
 import type { Subscription } from '@oc/eventstore';
 import { firstValueFrom, timeout } from 'rxjs';
@@ -21,16 +22,28 @@ export type NatsDeploymentOptions = NatsConnectOptions & { prefix?: string };
 // silently deaf after a NATS restart; keep reconnecting instead.
 const RECONNECT_FOREVER = { maxReconnectAttempts: -1 } as const;
 
+/** Nest's NATS server, which a stopping process drains before it closes. */
+export interface DrainingServerNats extends ServerNats {
+  /**
+   * Takes no more requests (the queue group gives them to the other replicas at once) and waits until those
+   * taken are answered, for up to `timeoutMs`; the connection stays open for their answers until `close`.
+   */
+  drain(timeoutMs: number): Promise<void>;
+}
+
 /**
  * Nest's NATS transport for `NestFactory.createMicroservice(AppModule, { strategy })`. Every
  * replica of a service subscribes in the same queue group, so each request reaches one of them.
  */
-export function natsServerStrategy({ prefix, ...options }: NatsDeploymentOptions & { queue: string }): ServerNats {
+export function natsServerStrategy({ prefix, ...options }: NatsDeploymentOptions & { queue: string }): DrainingServerNats {
   return new ReadyServerNats({ ...RECONNECT_FOREVER, ...options }, natsNames(prefix));
 }
 
-class ReadyServerNats extends ServerNats {
+class ReadyServerNats extends ServerNats implements DrainingServerNats {
   private readonly queue: string | undefined;
+  /** Requests taken and not answered yet. */
+  private readonly unanswered = new Set<Msg>();
+  private allAnswered: (() => void) | undefined;
 
   constructor(
     options: NatsConnectOptions & { queue: string },
@@ -58,6 +71,45 @@ class ReadyServerNats extends ServerNats {
   // them means a request sent after `listen()` resolved cannot meet "no responders".
   override start(callback: (err?: unknown, ...optionalParams: unknown[]) => void): void {
     super.start(() => void this.unwrap<NatsConnection>().flush().then(() => callback(), callback));
+  }
+
+  // Counted from the moment the subscription hands the request over, until its answer is published.
+  override handleMessage(channel: string, natsMsg: Msg): Promise<unknown> {
+    if (!natsMsg.reply) return super.handleMessage(channel, natsMsg);
+    this.unanswered.add(natsMsg);
+    return super.handleMessage(channel, natsMsg).catch((error: unknown) => {
+      this.answered(natsMsg);
+      throw error;
+    });
+  }
+
+  override getPublisher(natsMsg: Msg, id: string, ctx: NatsContext): (response: unknown) => unknown {
+    const publish = super.getPublisher(natsMsg, id, ctx);
+    return (response) => {
+      try {
+        return publish(response);
+      } finally {
+        this.answered(natsMsg);
+      }
+    };
+  }
+
+  async drain(timeoutMs: number): Promise<void> {
+    const subscriptions = (this as unknown as { subscriptions: NatsSubscription[] }).subscriptions;
+    const answered = async () => {
+      // A subscription drained still hands over what the server sent it before it heard the unsubscription.
+      await Promise.all(subscriptions.map((subscription) => subscription.drain().catch(() => undefined)));
+      if (this.unanswered.size > 0) await new Promise<void>((resolve) => (this.allAnswered = resolve));
+      await this.unwrap<NatsConnection>().flush();
+    };
+    // Bounded: a NATS server out of reach would hold the drain, and the answers, for good.
+    const waited = new AbortController();
+    await Promise.race([answered(), sleep(timeoutMs, undefined, { signal: waited.signal }).catch(() => undefined)]);
+    waited.abort();
+  }
+
+  private answered(natsMsg: Msg) {
+    if (this.unanswered.delete(natsMsg) && this.unanswered.size === 0) this.allAnswered?.();
   }
 }
 

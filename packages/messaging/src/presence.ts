@@ -1,5 +1,5 @@
 import { type NatsConnection, RequestError } from '@nats-io/transport-node';
-import { natsNames, type Replicas } from '@oc/contracts';
+import { natsNames, randomId, type Replicas } from '@oc/contracts';
 
 /** Another running process already answers for this replica's name. */
 export class ReplicaNameInUseError extends Error {
@@ -10,6 +10,8 @@ export class ReplicaNameInUseError extends Error {
 }
 
 export interface NatsPresence extends Replicas {
+  /** What this process answers presence with: a replica started again under its name answers otherwise. */
+  readonly incarnation: string;
   /** Stops answering: to the others, this replica is gone from now on. */
   stop(): Promise<void>;
 }
@@ -40,13 +42,82 @@ export async function natsPresence(
     }
   };
   if ((await answers(self)) === true) throw new ReplicaNameInUseError(service, self);
-  const subscription = nc.subscribe(names.presence(service, self), { callback: (_error, msg) => void msg.respond() });
+  const incarnation = randomId();
+  const subscription = nc.subscribe(names.presence(service, self), { callback: (_error, msg) => void msg.respond(incarnation) });
   // The server has the interest before anyone is told this replica is up.
   await nc.flush();
   return {
     self,
+    incarnation,
     shared: true,
     isGone: async (replica) => replica !== self && (await answers(replica)) === false,
     stop: async () => subscription.unsubscribe(),
+  };
+}
+
+/** Processes doing a caller's work, watched by their presence so that the caller hears at once when one is gone. */
+export interface ReplicaWatch {
+  /**
+   * Calls `gone` once the process `incarnation` of the replica `replica` of `service` no longer answers presence:
+   * nobody answers for the name (the process ended, or was killed), or a later process under the same name does
+   * (a pod started again). Returns what stops the watching.
+   */
+  watch(service: string, replica: string, incarnation: string, gone: () => void): () => void;
+  stop(): void;
+}
+
+/**
+ * Watches over NATS presence (`natsPresence`): each process watched is asked every `intervalMs` (one request
+ * however many callers wait on it), so that a killed one is known within about that long. As for `isGone`, an
+ * answer that is late, or a connection that is not there or reconnecting, is not "gone".
+ */
+export function watchReplicas(
+  connection: () => Promise<NatsConnection>,
+  options: { prefix?: string; intervalMs?: number; timeoutMs?: number } = {},
+): ReplicaWatch {
+  const names = natsNames(options.prefix);
+  const timeout = options.timeoutMs ?? 2_000;
+  type Watched = { subject: string; incarnation: string; waiters: Set<() => void>; asking: boolean };
+  const watched = new Map<string, Watched>();
+  const ask = async (key: string, entry: Watched) => {
+    entry.asking = true;
+    let gone: boolean;
+    try {
+      const answer = (await (await connection()).request(entry.subject, undefined, { timeout })).string();
+      // An empty answer is a process of an earlier release, which says no incarnation.
+      gone = answer !== '' && answer !== entry.incarnation;
+    } catch (error) {
+      gone = error instanceof RequestError && error.isNoResponders();
+    } finally {
+      entry.asking = false;
+    }
+    if (!gone || watched.get(key) !== entry) return;
+    watched.delete(key);
+    for (const waiter of entry.waiters) waiter();
+  };
+  const timer = setInterval(() => {
+    for (const [key, entry] of watched) if (!entry.asking) void ask(key, entry);
+  }, options.intervalMs ?? 1_000);
+  timer.unref();
+  return {
+    watch(service, replica, incarnation, gone) {
+      const subject = names.presence(service, replica);
+      const key = `${subject} ${incarnation}`;
+      let entry = watched.get(key);
+      if (!entry) {
+        entry = { subject, incarnation, waiters: new Set(), asking: false };
+        watched.set(key, entry);
+      }
+      const watching = entry;
+      watching.waiters.add(gone);
+      return () => {
+        watching.waiters.delete(gone);
+        if (watching.waiters.size === 0 && watched.get(key) === watching) watched.delete(key);
+      };
+    },
+    stop() {
+      clearInterval(timer);
+      watched.clear();
+    },
   };
 }

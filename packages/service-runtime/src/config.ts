@@ -1,4 +1,4 @@
-import { NatsPrefixSchema, type OwningService } from '@oc/contracts';
+import { NatsPrefixSchema, type OwningService, ShutdownConfigSchema } from '@oc/contracts';
 import { TelemetryConfigSchema } from '@oc/telemetry';
 import { z } from 'zod';
 
@@ -28,6 +28,7 @@ export const serviceProcessConfig = (service: OwningService) =>
     /** Where the process answers /healthz and /readyz (containers set it); unset, it opens no port. */
     HEALTH_PORT: z.coerce.number().int().min(1).max(65_535).optional().describe('a TCP port, 1 to 65535'),
     HEALTH_HOST: z.string().default('0.0.0.0'),
+    ...ShutdownConfigSchema.shape,
     ...TelemetryConfigSchema.shape,
   });
 export type ServiceProcessConfig = z.infer<ReturnType<typeof serviceProcessConfig>>;

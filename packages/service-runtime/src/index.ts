@@ -50,6 +50,12 @@ export interface ServiceInfrastructure {
   replicas: Replicas;
 }
 
+/**
+ * What was cut at the end of a stop's grace still settles its charge and answers (a round trip to billing or two);
+ * the requests taken are waited for this much beyond the grace.
+ */
+const SETTLE_AFTER_GRACE_MS = 5_000;
+
 /** A readiness check that hangs (NATS reconnecting) counts as not ready. */
 const within = <T>(ms: number, check: Promise<T>) =>
   Promise.race([check, sleep(ms, undefined, { ref: false }).then(() => Promise.reject(new Error(`no answer within ${ms} ms`)))]);
@@ -57,8 +63,10 @@ const within = <T>(ms: number, check: Promise<T>) =>
 /**
  * Runs one service as its own process over NATS: its event store (EventStoreDB or SQLite), its read models
  * (MongoDB or SQLite), the outbox relay that publishes its own streams' events to JetStream, its Nest
- * microservice in the service's queue group, and its probes on HEALTH_PORT; SIGINT/SIGTERM close it all in
- * order. The service's `listening` runs once it answers requests: work that needs other services starts there.
+ * microservice in the service's queue group, and its probes on HEALTH_PORT. On SIGINT or SIGTERM it is not ready
+ * any more and takes no new requests; those it took are answered, and the service's own work in flight (`drain`)
+ * may finish, within SHUTDOWN_GRACE_MS; then it closes it all in order. The service's `listening` runs once it
+ * answers requests: work that needs other services starts there.
  * `telemetry` was started by the process's first import; when it is on, requests, handlers, appends and
  * projection batches are traced.
  */
@@ -73,7 +81,9 @@ function openLog<T>(open: () => T): T {
   }
 }
 
-export async function runServiceProcess<S extends { module: DynamicModule; close(): Promise<void>; listening?(): void }>(options: {
+export async function runServiceProcess<
+  S extends { module: DynamicModule; close(): Promise<void>; listening?(): void; drain?(graceMs: number): Promise<void> },
+>(options: {
   service: OwningService;
   version: string;
   config: ServiceProcessConfig;
@@ -126,22 +136,25 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
     logger,
     replicas,
   });
-  const app = await NestFactory.createMicroservice(instance.module, {
-    strategy: natsServerStrategy({ servers: config.NATS_URL, queue: service, prefix: config.NATS_PREFIX }),
-    logger: false,
-  });
+  const strategy = natsServerStrategy({ servers: config.NATS_URL, queue: service, prefix: config.NATS_PREFIX });
+  const app = await NestFactory.createMicroservice(instance.module, { strategy, logger: false });
   if (traced) app.useGlobalInterceptors(new MessageTracingInterceptor('nats'));
   await app.listen();
   instance.listening?.();
+  let stopping: Promise<void> | undefined;
   const probes =
     config.HEALTH_PORT === undefined
       ? undefined
       : await serveProbes(config.HEALTH_PORT, config.HEALTH_HOST, () =>
-          within(2_000, Promise.all([nats.ping(), stores.store.ping(), readModels.ping()])).then(() => undefined),
+          stopping
+            ? Promise.reject(new Error('stopping'))
+            : within(2_000, Promise.all([nats.ping(), stores.store.ping(), readModels.ping()])).then(() => undefined),
         );
   logger.info({ health_port: config.HEALTH_PORT, replica: self }, `${service} listening on NATS`);
 
-  const shutdown = async () => {
+  const stop = async () => {
+    const grace = config.SHUTDOWN_GRACE_MS;
+    await Promise.all([strategy.drain(grace + SETTLE_AFTER_GRACE_MS), instance.drain?.(grace)]);
     probes?.close();
     await app.close();
     await instance.close();
@@ -154,6 +167,8 @@ export async function runServiceProcess<S extends { module: DynamicModule; close
     await telemetry.shutdown();
     process.exit(0);
   };
+  // One stop, whichever signal comes first; the same signal again ends the process at once, as by default.
+  const shutdown = () => void (stopping ??= stop());
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);
 }

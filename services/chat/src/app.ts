@@ -163,6 +163,8 @@ export async function createChat(runtime: ChatRuntime) {
         (err) => runtime.logger.warn({ err }, 'settling abandoned completions failed; will retry'),
       );
     },
+    /** The completions in flight may finish for up to `graceMs`; those still running then are cut. */
+    drain: (graceMs: number) => service.drain(graceMs),
     async close() {
       await sweep?.stop();
       await cancels.stop();

@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import { type Clock, type Model, Subjects, unwrap } from '@oc/contracts';
-import type { ServiceClient } from '@oc/messaging';
+import type { ReplicaWatch, ServiceClient } from '@oc/messaging';
 import type { Logger } from 'pino';
 import { KeyAuthenticator } from './application/authenticator';
 import { ConsoleSessions } from './application/console-sessions';
@@ -10,6 +10,7 @@ import type { RateLimits } from './application/rate-limits';
 import { createGatewayApp } from './transport/http';
 import { type HttpServerConfig, HttpServerConfigSchema, listenHttp } from './transport/http-server';
 import { adminRoutes } from './transport/admin-routes';
+import { Drain } from './transport/drain';
 import { consoleRoutes } from './transport/console-routes';
 import { v1Routes } from './transport/v1-routes';
 
@@ -34,6 +35,8 @@ export interface GatewayOptions {
   passwordSettings?: PasswordSettings;
   /** What GET /v1/models lists: the spec's models by default, the catalog's too when there is one. */
   models?: readonly Model[];
+  /** Where chat replicas answer presence (over NATS): a completion whose replica dies is failed at once. */
+  replicas?: ReplicaWatch;
 }
 
 /** The gateway's composition: routes, key cache kept fresh by billing's broadcasts, usage reporting. */
@@ -49,11 +52,13 @@ export async function createGateway(options: GatewayOptions) {
   ]);
   const flushUsage = () => usage.flush().catch((err: unknown) => logger.warn({ err }, 'key usage not reported yet'));
   const closing = new AbortController();
+  const drain = new Drain();
   const timer = setInterval(flushUsage, options.usageFlushMs ?? 10_000);
   timer.unref();
 
   const passwords = new PasswordHasher(options.passwordSettings);
-  const v1 = v1Routes(options.version, () => clock.now(), { maxInFlightPerOrganization: options.chatInFlightPerOrganization }, { closing: closing.signal }, options.models);
+  const chat = { maxInFlightPerOrganization: options.chatInFlightPerOrganization, replicas: options.replicas, cut: drain.cut.signal };
+  const v1 = v1Routes(options.version, () => clock.now(), chat, { closing: closing.signal }, options.models);
   const admin = adminRoutes(passwords);
   const sessions = new ConsoleSessions({
     services,
@@ -78,6 +83,7 @@ export async function createGateway(options: GatewayOptions) {
     trustedProxies: options.trustedProxies,
     anonymousPerMinute: options.authFailuresPerMinute,
     ready: async () => {
+      if (drain.draining) throw new Error('shutting down');
       await services.ping();
       unwrap(await services.request(Subjects.billing.ping, {}, { timeoutMs: 2_000 }));
       unwrap(await services.request(Subjects.chat.ping, {}, { timeoutMs: 2_000 }));
@@ -90,7 +96,7 @@ export async function createGateway(options: GatewayOptions) {
     authenticator,
     usage,
     async listen(port: number, host = '0.0.0.0', limits: HttpServerConfig = HttpServerConfigSchema.parse({})): Promise<Server> {
-      const server = await listenHttp(app, port, host, limits, options.trustedProxies);
+      const server = await listenHttp(drain.listener(app), port, host, limits, options.trustedProxies);
       // Closing the server waits for the requests in flight, and an event stream is one until its client leaves:
       // the streams are ended first (each is told to reconnect), whoever closes the server.
       const close = server.close.bind(server);
@@ -99,6 +105,16 @@ export async function createGateway(options: GatewayOptions) {
         return close(callback);
       }) as Server['close'];
       return server;
+    },
+    /**
+     * A stop's first part: not ready, and new requests refused, from now on; event streams are ended (each told to
+     * reconnect, which it does to another gateway); the requests in flight may finish for `graceMs`, then the chat
+     * completions still running are given up (a stream ends with an error event). Resolves once none is left.
+     */
+    async drain(graceMs: number) {
+      const drained = drain.drain(graceMs);
+      closing.abort();
+      await drained;
     },
     async close() {
       closing.abort();

@@ -1,4 +1,4 @@
-import { NatsPrefixSchema } from '@oc/contracts';
+import { NatsPrefixSchema, ShutdownConfigSchema } from '@oc/contracts';
 import { TelemetryConfigSchema } from '@oc/telemetry';
 import { z } from 'zod';
 import { GatewayLimitsConfigSchema } from './config';
@@ -17,6 +17,7 @@ export const gatewayProcessConfig = z.object({
   /** The model catalog the chat and video services route by: its models of the operator's own join GET /v1/models. */
   MODELS_FILE: z.string().min(1).optional(),
   ...HttpServerConfigSchema.shape,
+  ...ShutdownConfigSchema.shape,
   ...GatewayLimitsConfigSchema.shape,
   ...TelemetryConfigSchema.shape,
 });

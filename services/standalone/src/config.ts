@@ -1,5 +1,5 @@
 import { ChatConfigSchema } from '@oc/chat';
-import { type ConfigurationCheck, formatConfigurationProblem, parseConfiguration } from '@oc/contracts';
+import { type ConfigurationCheck, formatConfigurationProblem, parseConfiguration, ShutdownConfigSchema } from '@oc/contracts';
 import { GatewayLimitsConfigSchema, HttpServerConfigSchema } from '@oc/gateway';
 import { TelemetryConfigSchema } from '@oc/telemetry';
 import { VideoConfigSchema, videoConfigChecks } from '@oc/video';
@@ -18,6 +18,7 @@ export const StandaloneConfigSchema = z.object({
   /** `production` puts webhooks in production mode unless WEBHOOK_MODE says otherwise. */
   NODE_ENV: z.string().optional(),
   ...HttpServerConfigSchema.shape,
+  ...ShutdownConfigSchema.shape,
   ...GatewayLimitsConfigSchema.shape,
   ...VideoConfigSchema.shape,
   ...ChatConfigSchema.shape,

@@ -22,7 +22,10 @@ export interface GatewayThreadData {
 }
 
 /** What the thread tells the process, on its `parentPort`. */
-export type GatewayThreadEvent = { kind: 'listening'; port: number } | { kind: 'failed'; message: string } | { kind: 'closed' };
+export type GatewayThreadEvent = { kind: 'listening'; port: number } | { kind: 'failed'; message: string } | { kind: 'drained' } | { kind: 'closed' };
+
+/** What the process tells the thread: drain (see `Gateway.drain`), then close. */
+export type GatewayThreadCommand = { kind: 'drain'; graceMs: number } | { kind: 'close' };
 
 /**
  * The gateway of the standalone process, in a thread of its own: HTTP, keys, limits and validation run beside
@@ -54,8 +57,11 @@ async function run(data: GatewayThreadData) {
   });
   const server = await gateway.listen(config.PORT, config.HOST, config);
   const tell = (event: GatewayThreadEvent) => parentPort!.postMessage(event);
-  parentPort!.on('message', async (message: { kind: 'close' }) => {
-    if (message.kind !== 'close') return;
+  parentPort!.on('message', async (message: GatewayThreadCommand) => {
+    if (message.kind === 'drain') {
+      await gateway.drain(message.graceMs);
+      return tell({ kind: 'drained' });
+    }
     await new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeAllConnections();
     await gateway.close();

@@ -49,10 +49,13 @@ if (app.demo) {
 }
 process.stdout.write(`${lines.join('\n')}\n`);
 
-const shutdown = async () => {
-  await app.close();
+let stopping: Promise<void> | undefined;
+const stop = async () => {
+  await app.close(config.SHUTDOWN_GRACE_MS);
   await telemetry.shutdown();
   process.exit(0);
 };
+// One stop, whichever signal comes first; the same signal again ends the process at once, as by default.
+const shutdown = () => void (stopping ??= stop());
 process.once('SIGINT', shutdown);
 process.once('SIGTERM', shutdown);

@@ -35,7 +35,7 @@ import type { DynamicModule, INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { resolveAdminToken } from './admin-token';
 import { STANDALONE_WEBHOOK_MODE, type StandaloneConfig } from './config';
-import type { GatewayThreadData, GatewayThreadEvent } from './gateway-thread';
+import type { GatewayThreadCommand, GatewayThreadData, GatewayThreadEvent } from './gateway-thread';
 import { version } from './version';
 
 export interface StandaloneOptions {
@@ -179,7 +179,15 @@ export async function startStandalone(options: StandaloneOptions) {
     demo,
     services: inProcess,
     readModels: readModelStores,
-    async close() {
+    /**
+     * Stops every part. With `graceMs` (a signal), first the process is not ready and takes no new requests, while
+     * what is in flight may finish for that long: the services' own work (chat completions, cut at the end of the
+     * grace) and the gateway's requests, which end with it.
+     */
+    async close(graceMs?: number) {
+      if (graceMs !== undefined) {
+        await Promise.all([gateway.drain(graceMs + RELAYED_AFTER_CUT_MS), ...built.map((service) => ('drain' in service ? service.drain(graceMs) : undefined))]);
+      }
       await gateway.close();
       for (const app of apps.reverse()) await app.close();
       for (const service of services.reverse()) await service.close();
@@ -192,6 +200,12 @@ export async function startStandalone(options: StandaloneOptions) {
 }
 
 export type Standalone = Awaited<ReturnType<typeof startStandalone>>;
+
+/**
+ * On a stop with a grace, the gateway's own grace runs this much longer than the services': what they cut at the
+ * end of theirs (a chat stream's error event, a completion's 503) reaches its client through the gateway first.
+ */
+const RELAYED_AFTER_CUT_MS = 1_000;
 
 async function noOrganizationYet(client: InProcessServiceClient): Promise<boolean> {
   const existing = unwrap(await client.request<{ data: Organization[] }>(Subjects.billing.listOrganizations, { limit: 1 }));
@@ -229,7 +243,7 @@ async function startGatewayThread(options: {
   adminToken: string;
   version: string;
   logger: Logger;
-}): Promise<{ port: number; close(): Promise<void> }> {
+}): Promise<{ port: number; drain(graceMs: number): Promise<void>; close(): Promise<void> }> {
   const { port1, port2 } = new MessageChannel();
   const served = serveThreadClient(options.broker, port1);
   const data: GatewayThreadData = {
@@ -267,12 +281,18 @@ async function startGatewayThread(options: {
   };
   worker.on('error', lost);
   worker.on('exit', (code) => lost(new Error(`exit code ${code}`)));
+  const command = (message: GatewayThreadCommand) => worker.postMessage(message);
   return {
     port: listening.port,
+    async drain(graceMs) {
+      const drained = events('drained');
+      command({ kind: 'drain', graceMs });
+      await drained;
+    },
     async close() {
       closing = true;
       const closed = events('closed');
-      worker.postMessage({ kind: 'close' });
+      command({ kind: 'close' });
       await closed.catch(() => undefined);
       await worker.terminate();
       served.close();

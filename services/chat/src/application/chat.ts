@@ -12,7 +12,9 @@ import {
   type IdSource,
   insufficientFunds,
   type Metadata,
+  type ReplicaNotice,
   type Replicas,
+  serviceUnavailable,
   type StoredChatMessage,
   type TextCompletion,
   toApiError,
@@ -91,6 +93,8 @@ export interface CompletionVia {
   instructions?: string;
   frames?: FramePublisher;
   keep?: boolean;
+  /** The request's own subject when it is answered whole (`WATCH_TO_HEADER`). */
+  watchTo?: string;
 }
 
 type Caller = { org_id: string; mode: 'live' | 'test' };
@@ -142,9 +146,32 @@ const HOLDER_PREFIX = 'chat/';
 /** `chat/<replica>/<run>`: the replica's name may hold slashes, the run's id does not. */
 const holderReplica = (holder: string) => holder.slice(HOLDER_PREFIX.length, holder.lastIndexOf('/'));
 
+/**
+ * Why a completion still running when its process stops is cut: its caller may retry at once, elsewhere. A stream
+ * stopped for a reason that is an ApiError ends in that error, charged only for what it delivered; one answered
+ * whole is not charged.
+ */
+const shuttingDown = () => serviceUnavailable('The chat service stopped while answering; retry the request.');
+/** A completion answered whole that its caller gave up on (it has answered its client otherwise). */
+const givenUp = () => serviceUnavailable('The caller gave the request up.');
+const settled = () => undefined;
+
+/** A completion running on this replica. */
+interface Running {
+  abort: AbortController;
+  /** Answered whole rather than streamed. */
+  whole: boolean;
+  /** Resolves (never rejects) once its charge is settled and its caller answered, or its stream ended. */
+  done: Promise<void>;
+}
+
 export class ChatService {
-  /** Streams in flight on this replica, by the subject they publish on: a cancel aborts one. */
-  private readonly streams = new Map<string, { abort: AbortController; done: Promise<void> }>();
+  /** Completions running on this replica, streamed or not: a drain waits for them, then cuts what is left. */
+  private readonly running = new Set<Running>();
+  /** The same by the subject of their request (`stream_to`, or `WATCH_TO_HEADER`'s), which a cancel names. */
+  private readonly bySubject = new Map<string, Running>();
+  /** From the end of a drain's grace (or `close`): what is still running is cut, and so is anything that starts. */
+  private cutting = false;
   /**
    * This process's completions whose reservation could not be released or captured (billing unreachable):
    * completion id → organization. The next sweep releases them, rather than their expiry.
@@ -165,6 +192,7 @@ export class ChatService {
     m: ChatMessageOf<'createChatCompletion'>,
     via: CompletionVia = {},
   ): Promise<ChatCompletion | { id: string; stream_to: string }> {
+    this.announce(m.stream_to ?? via.watchTo);
     const now = this.deps.clock.now();
     const startsSession = m.session_id === undefined;
     const sessionId = m.session_id ?? this.deps.ids.next('chat_');
@@ -195,7 +223,7 @@ export class ChatService {
             this.recordExchange({ job, sessionId, startsSession, sent: m.messages, sentAt: now, outcome, metadata: m.metadata ?? undefined });
 
     if (m.stream_to === undefined) {
-      const outcome = await this.run(job, discard, undefined, record);
+      const outcome = await this.whole(via.watchTo, (signal) => this.run(job, discard, signal, record));
       return chatCompletionBody({ id: job.id, created: job.created, model: job.model, sessionId, logprobs: job.shape.logprobs !== undefined }, outcome);
     }
 
@@ -211,7 +239,9 @@ export class ChatService {
     return this.stream(job, m.stream_to, via.frames ?? this.deps.frames, { ...chunks, record });
   }
 
-  async createCompletion(m: ChatMessageOf<'createCompletion'>): Promise<TextCompletion | { id: string; stream_to: string }> {
+  /** `watchTo`: the request's own subject when it is answered whole (`WATCH_TO_HEADER`). */
+  async createCompletion(m: ChatMessageOf<'createCompletion'>, watchTo?: string): Promise<TextCompletion | { id: string; stream_to: string }> {
+    this.announce(m.stream_to ?? watchTo);
     const texts = typeof m.prompt === 'string' ? [m.prompt] : m.prompt;
     const { contextTokens } = this.deps.pricing;
     const counts = await this.deps.tokenizer.measure(texts, contextTokens);
@@ -237,7 +267,7 @@ export class ChatService {
       ...(usage !== undefined ? { usage } : {}),
     });
     if (m.stream_to === undefined) {
-      const outcome = await this.run(job, discard, undefined, undefined);
+      const outcome = await this.whole(watchTo, (signal) => this.run(job, discard, signal, undefined));
       return completion(
         outcome.choices.map((c, index) => ({ text: c.text, index, logprobs: null, finish_reason: c.finishReason })),
         outcome.usage,
@@ -276,20 +306,79 @@ export class ChatService {
     return this.deps.deployments();
   }
 
-  /** The client of a stream went away: stop its upstream call (only the replica running it has it). */
-  cancelStream(streamTo: string) {
-    this.streams.get(streamTo)?.abort.abort();
+  /**
+   * The caller gave a completion up (its client went away, or it answered otherwise): stop its upstream call (only
+   * the replica running it has it). A stream is charged for what it delivered; one answered whole, not at all.
+   */
+  cancelStream(subject: string) {
+    const running = this.bySubject.get(subject);
+    running?.abort.abort(running.whole ? givenUp() : undefined);
   }
 
-  /** Stops every stream in flight (each still settles its charge) before the process goes. */
+  /**
+   * Before the process goes: the completions in flight may finish for up to `graceMs`, then those still running
+   * are cut (see `close`).
+   */
+  async drain(graceMs: number) {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.idle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+    clearTimeout(timer);
+    await this.close();
+  }
+
+  /**
+   * Cuts every completion still running, and any that starts from now on: each ends in a 503 service_unavailable
+   * that its caller may retry at once, a stream after what it delivered (and charged for that only), one answered
+   * whole with its funds released. Resolves once each is settled.
+   */
   async close() {
-    for (const s of this.streams.values()) s.abort.abort();
-    await Promise.all([...this.streams.values()].map((s) => s.done));
+    this.cutting = true;
+    for (const running of this.running) running.abort.abort(shuttingDown());
+    await this.idle();
   }
 
   async ping() {
     await this.deps.readModels.ping();
     return { status: 'ok' as const };
+  }
+
+  /** Resolves once nothing runs, counting what starts meanwhile. */
+  private async idle() {
+    while (this.running.size > 0) await Promise.all([...this.running].map((r) => r.done));
+  }
+
+  /**
+   * Tells the caller, on the request's own subject, which process runs it, where replicas answer presence: it
+   * watches that process and fails the request as soon as it is gone (`ReplicaNotice`).
+   */
+  private announce(subject: string | undefined) {
+    const incarnation = this.deps.replicas?.incarnation;
+    if (subject === undefined || incarnation === undefined) return;
+    const notice: ReplicaNotice = { kind: 'replica', replica: this.deps.replicas!.self, incarnation };
+    this.deps.frames.publish(subject, notice).catch((err: unknown) => this.deps.logger.warn({ err }, 'replica notice not sent'));
+  }
+
+  /** Runs `work` as one of the completions running here, under its request's subject when it has one. */
+  private track<T>(subject: string | undefined, whole: boolean, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const abort = new AbortController();
+    if (this.cutting) abort.abort(shuttingDown());
+    const result = work(abort.signal);
+    const running: Running = {
+      abort,
+      whole,
+      done: result.then(settled, settled).then(() => {
+        this.running.delete(running);
+        if (subject !== undefined && this.bySubject.get(subject) === running) this.bySubject.delete(subject);
+      }),
+    };
+    this.running.add(running);
+    if (subject !== undefined) this.bySubject.set(subject, running);
+    return result;
+  }
+
+  /** A completion answered whole, tracked under its own subject when the caller named one. */
+  private whole<T>(subject: string | undefined, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    return this.track(subject, true, work);
   }
 
   /** The stored conversation, from the session's own stream so that the last exchange is always in it. */
@@ -476,10 +565,10 @@ export class ChatService {
     // One controller for the deadline and the client's cancel (AbortSignal.any and .timeout cost more per call).
     const stop = new AbortController();
     const deadline = setTimeout(() => stop.abort(), this.deps.lifecycle.deadlineMs);
-    const onCancel = () => stop.abort();
+    const onCancel = () => stop.abort(cancel!.reason);
     cancel?.addEventListener('abort', onCancel, { once: true });
     // A stream cancelled (or a process stopping) between its answer and this call: 'abort' has already fired.
-    if (cancel?.aborted) stop.abort();
+    if (cancel?.aborted) stop.abort(cancel.reason);
     try {
       outcome = await this.generate(job, sink, stop.signal);
     } catch (error) {
@@ -571,6 +660,11 @@ export class ChatService {
       this.add(outcome, reported ?? counted(), served);
       outcome.choices.push(...built.choices);
     }
+    // Cut rather than cancelled: the caller gets the error, after what was delivered and charged for that only.
+    if (signal.reason instanceof ApiError) {
+      const delivered = outcome.choices.some((c) => c.text !== '' || c.toolCalls.length > 0);
+      throw sink === discard || !delivered ? signal.reason : new FailedAfterDelivery(outcome, signal.reason);
+    }
     return outcome;
   }
 
@@ -600,30 +694,25 @@ export class ChatService {
       record?: Recorder;
     },
   ) {
-    const abort = new AbortController();
     const frames = new FrameSequence(publisher, streamTo);
     // Published now, so that they leave with the answer: the client's first byte does not wait for the upstream call.
     const first = Promise.all(shape.first().map((data) => frames.data(data)));
-    const work = async () => {
+    const work = async (signal: AbortSignal) => {
       try {
         await first;
         // The transport sends the answer and the first frames at the end of this turn; the upstream call starts after.
         await nextTurn();
-        const outcome = await this.run(job, (p) => frames.data(shape.progress(p)), abort.signal, shape.record);
+        const outcome = await this.run(job, (p) => frames.data(shape.progress(p)), signal, shape.record);
         for (const data of shape.last(outcome)) await frames.data(data);
         await frames.end(outcome.usage);
       } catch (error) {
         const apiError = toApiError(error);
         if (!(error instanceof ApiError)) this.deps.logger.error({ err: error }, 'chat stream failed');
-        else if (apiError.status >= 500) this.deps.logger.warn({ err: error }, 'chat stream ended by an upstream failure');
+        else if (apiError.status >= 500 && error !== signal.reason) this.deps.logger.warn({ err: error }, 'chat stream ended by an upstream failure');
         await frames.error(apiError.toData()).catch((err: unknown) => this.deps.logger.warn({ err }, 'stream error not delivered'));
-      } finally {
-        this.streams.delete(streamTo);
       }
     };
-    const entry = { abort, done: Promise.resolve() };
-    this.streams.set(streamTo, entry);
-    entry.done = work();
+    void this.track(streamTo, false, work);
     return { id: job.id, stream_to: streamTo };
   }
 

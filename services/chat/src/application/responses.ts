@@ -59,7 +59,8 @@ export class ResponsesService {
     return this.deps.readModels.collection<ChatResponseDoc>(ChatCollections.responses);
   }
 
-  async create(m: ResponseMessageOf<'create'>): Promise<ResponseObject | { id: string; stream_to: string }> {
+  /** `watchTo`: the request's own subject when it is answered whole (`WATCH_TO_HEADER`). */
+  async create(m: ResponseMessageOf<'create'>, watchTo?: string): Promise<ResponseObject | { id: string; stream_to: string }> {
     const now = this.deps.clock.now();
     const id = this.deps.ids.next('resp_');
     onSpan(m.org_id, id);
@@ -77,7 +78,6 @@ export class ResponsesService {
       ...plan.fields,
       ...(previous ? { session_id: previous.session_id } : {}),
       ...(m.stream_to !== undefined ? { stream_to: m.stream_to } : {}),
-      ...(m.watch_to !== undefined ? { watch_to: m.watch_to } : {}),
       org_id: m.org_id,
       mode: m.mode,
     });
@@ -86,7 +86,7 @@ export class ResponsesService {
       plan.store ? this.record(m.org_id, sessionId, completionId, response, inputItems) : Promise.resolve();
 
     if (m.stream_to === undefined) {
-      const completion = (await this.deps.chat.createChatCompletion(request, via)) as ChatCompletion;
+      const completion = (await this.deps.chat.createChatCompletion(request, { ...via, ...(watchTo !== undefined ? { watchTo } : {}) })) as ChatCompletion;
       const builder = new ResponseBuilder(draft);
       const choice = completion.choices[0]!;
       builder.text(choice.message.content ?? '');

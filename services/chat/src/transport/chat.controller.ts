@@ -1,6 +1,7 @@
-import { answer, CancelStreamSchema, ChatMessages, Subjects } from '@oc/contracts';
+import { answer, CancelStreamSchema, ChatMessages, Subjects, watchTo } from '@oc/contracts';
+import { headersOf, type MessageContext } from '@oc/messaging';
 import { Controller, Inject } from '@nestjs/common';
-import { MessagePattern, Payload } from '@nestjs/microservices';
+import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import { ChatService } from '../application/chat';
@@ -19,13 +20,14 @@ export class ChatController {
   private readonly unexpected = (err: unknown) => this.logger.error({ err }, 'chat request failed');
 
   @MessagePattern(Subjects.chat.createChatCompletion)
-  createChatCompletion(@Payload() p: unknown) {
-    return answer(ChatMessages.createChatCompletion, p, (m) => this.chat.createChatCompletion(m), this.unexpected);
+  createChatCompletion(@Payload() p: unknown, @Ctx() ctx: MessageContext) {
+    const watch = watchTo(headersOf(ctx));
+    return answer(ChatMessages.createChatCompletion, p, (m) => this.chat.createChatCompletion(m, watch === undefined ? {} : { watchTo: watch }), this.unexpected);
   }
 
   @MessagePattern(Subjects.chat.createCompletion)
-  createCompletion(@Payload() p: unknown) {
-    return answer(ChatMessages.createCompletion, p, (m) => this.chat.createCompletion(m), this.unexpected);
+  createCompletion(@Payload() p: unknown, @Ctx() ctx: MessageContext) {
+    return answer(ChatMessages.createCompletion, p, (m) => this.chat.createCompletion(m, watchTo(headersOf(ctx))), this.unexpected);
   }
 
   @MessagePattern(Subjects.chat.listSessions)

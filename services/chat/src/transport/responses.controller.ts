@@ -1,6 +1,7 @@
-import { answer, ResponseMessages, Subjects } from '@oc/contracts';
+import { answer, ResponseMessages, Subjects, watchTo } from '@oc/contracts';
+import { headersOf, type MessageContext } from '@oc/messaging';
 import { Controller, Inject } from '@nestjs/common';
-import { MessagePattern, Payload } from '@nestjs/microservices';
+import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import type { Logger } from 'pino';
 import { ResponsesService } from '../application/responses';
 import { LOGGER } from './chat.controller';
@@ -18,8 +19,8 @@ export class ResponsesController {
   private readonly unexpected = (err: unknown) => this.logger.error({ err }, 'responses request failed');
 
   @MessagePattern(Subjects.chat.createResponse)
-  create(@Payload() p: unknown) {
-    return answer(ResponseMessages.create, p, (m) => this.responses.create(m), this.unexpected);
+  create(@Payload() p: unknown, @Ctx() ctx: MessageContext) {
+    return answer(ResponseMessages.create, p, (m) => this.responses.create(m, watchTo(headersOf(ctx))), this.unexpected);
   }
 
   @MessagePattern(Subjects.chat.getResponse)

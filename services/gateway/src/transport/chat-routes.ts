@@ -1,11 +1,13 @@
 import {
   ApiError,
+  type ApiErrorData,
   CHAT_VALIDATION_CODES,
   ChatCompletionSchema,
   ChatSessionListItemSchema,
   ChatSessionSchema,
   CreateChatCompletionBody,
   CreateCompletionBody,
+  fail,
   ListChatSessionsQuery,
   listOf,
   parseChatCompletionBody,
@@ -13,13 +15,19 @@ import {
   randomId,
   rateLimited,
   type Reply,
+  type ReplicaNotice,
+  ReplicaNoticeSchema,
+  serviceUnavailable,
   type StreamFrame,
   StreamFrameSchema,
   Subjects,
   TextCompletionSchema,
   type Usage,
+  WATCH_TO_HEADER,
 } from '@oc/contracts';
+import type { ReplicaWatch } from '@oc/messaging';
 import { chatTokenWindow } from '../domain/limits';
+import { shuttingDown } from './drain';
 import { responsesRoutes } from './responses-routes';
 import type { Route, RouteContext } from './routes';
 
@@ -28,6 +36,10 @@ export interface ChatRouteOptions {
   streamIdleTimeoutMs?: number;
   /** Completions one organization may have running on this gateway at once (streams until they end). */
   maxInFlightPerOrganization?: number;
+  /** Where chat replicas answer presence: a completion whose replica is gone is failed at once. */
+  replicas?: ReplicaWatch;
+  /** Aborted when this gateway's stop is out of grace: the completions still running are given up. */
+  cut?: AbortSignal;
 }
 
 /** Non-streamed completions are answered only once generated; this bounds the wait. */
@@ -61,14 +73,14 @@ class InFlight {
  * each) from queueing up in front of everyone else's.
  */
 export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
-  const idleMs = options.streamIdleTimeoutMs ?? DEFAULT_STREAM_IDLE_MS;
+  const waiting: Waiting = { idleMs: options.streamIdleTimeoutMs ?? DEFAULT_STREAM_IDLE_MS, replicas: options.replicas, cut: options.cut };
   const max = options.maxInFlightPerOrganization ?? DEFAULT_CHAT_IN_FLIGHT_PER_ORGANIZATION;
   const inFlight = new InFlight(max);
   const complete: Complete = async (ctx, subject, body, format = chatCompletionEvents) => {
     const orgId = ctx.principal.org_id;
     if (!inFlight.enter(orgId)) throw rateLimited(1, `${max} completions in flight per organization`);
     try {
-      return await completion(ctx, subject, body, idleMs, format);
+      return await completion(ctx, subject, body, waiting, format);
     } finally {
       inFlight.leave(orgId);
     }
@@ -144,41 +156,114 @@ const chatCompletionEvents = (): SseFormat => ({
   error: ({ type, message, code }) => `data: ${JSON.stringify({ error: { type, message, code } })}\n\n`,
 });
 
+/** How long, and on what, the gateway waits for a completion. */
+interface Waiting {
+  idleMs: number;
+  replicas: ReplicaWatch | undefined;
+  cut: AbortSignal | undefined;
+}
+
+/** The replica running a completion is gone (killed, or stopped without finishing it). */
+const replicaGone = () => serviceUnavailable('The chat service stopped while answering; retry the request.');
+
 async function completion(
   ctx: RouteContext,
   subject: string,
   body: { stream: boolean },
-  idleMs: number,
+  waiting: Waiting,
   format: () => SseFormat,
 ): Promise<Reply<unknown> | void> {
   const window = chatTokenWindow(ctx.principal);
   const room = await ctx.limits.peek(window);
   if (!room.allowed) throw rateLimited(room.retryAfterSeconds, 'chat tokens per day');
   const message = { ...body, org_id: ctx.principal.org_id, mode: ctx.principal.mode };
-  if (!body.stream) {
-    const reply = await ctx.services.request<{ usage: Usage }>(subject, message, { headers: ctx.headers, timeoutMs: COMPLETION_TIMEOUT_MS });
-    if (reply.ok) await ctx.limits.record(window, reply.data.usage.total_tokens);
-    return reply;
+  // The request's own subject: its frames, and the notice of the replica that runs it, come there; a cancel names it.
+  const own = `${Subjects.chat.streamPrefix}.${randomId()}`;
+  const givenUp = new GivenUp(waiting.cut);
+  const frames = new FrameQueue();
+  const heard = (payload: unknown) => {
+    if (!isNotice(payload)) return frames.push(payload);
+    const notice = ReplicaNoticeSchema.safeParse(payload);
+    if (notice.success && waiting.replicas) givenUp.watch(waiting.replicas, notice.data);
+  };
+  // Subscribed before asking, so that nothing published after the answer can be missed.
+  const subscription = body.stream || waiting.replicas ? await ctx.services.onBroadcast(own, heard) : undefined;
+  const giveUp = () => void ctx.services.broadcast(Subjects.chat.cancelStream, { stream_to: own });
+  try {
+    if (!body.stream) {
+      const headers = { ...ctx.headers, [WATCH_TO_HEADER]: own };
+      const asked = ctx.services.request<{ usage: Usage }>(subject, message, { headers, timeoutMs: COMPLETION_TIMEOUT_MS });
+      const answer = await givenUp.before(asked);
+      if ('givenUp' in answer) {
+        giveUp();
+        return fail(answer.givenUp);
+      }
+      if (answer.ok) await ctx.limits.record(window, answer.data.usage.total_tokens);
+      return answer;
+    }
+    const accepted = await givenUp.before(ctx.services.request(subject, { ...message, stream_to: own }, { headers: ctx.headers }));
+    if ('givenUp' in accepted) {
+      giveUp();
+      return fail(accepted.givenUp);
+    }
+    if (!accepted.ok) return accepted;
+    void givenUp.reason.then((error) => frames.giveUp(error.toBody().error));
+    await relay(ctx, own, frames, waiting.idleMs, (usage) => ctx.limits.record(window, usage.total_tokens), format(), giveUp);
+  } finally {
+    givenUp.stop();
+    await subscription?.stop();
+  }
+}
+
+const isNotice = (payload: unknown) => (payload as { kind?: unknown } | null)?.kind === 'replica';
+
+/**
+ * Why the gateway gives a completion up before the chat service ends it: the replica running it is gone (it said
+ * which in a `ReplicaNotice`), or this gateway's stop is out of grace. `reason` resolves with the client's error.
+ */
+class GivenUp {
+  readonly reason: Promise<ApiError>;
+  private give!: (error: ApiError) => void;
+  private readonly stops: Array<() => void> = [];
+
+  constructor(cut: AbortSignal | undefined) {
+    this.reason = new Promise((resolve) => (this.give = resolve));
+    if (!cut) return;
+    const onCut = () => this.give(shuttingDown());
+    if (cut.aborted) onCut();
+    cut.addEventListener('abort', onCut, { once: true });
+    this.stops.push(() => cut.removeEventListener('abort', onCut));
   }
 
-  // Subscribe before asking, so no frame published after the answer can be missed.
-  const streamTo = `${Subjects.chat.streamPrefix}.${randomId()}`;
-  const frames = new FrameQueue();
-  const subscription = await ctx.services.onBroadcast(streamTo, (payload) => frames.push(payload));
-  try {
-    const accepted = await ctx.services.request(subject, { ...message, stream_to: streamTo }, { headers: ctx.headers });
-    if (!accepted.ok) return accepted;
-    await relay(ctx, streamTo, frames, idleMs, (usage) => ctx.limits.record(window, usage.total_tokens), format());
-  } finally {
-    await subscription.stop();
+  watch(replicas: ReplicaWatch, notice: ReplicaNotice) {
+    this.stops.push(replicas.watch('chat', notice.replica, notice.incarnation, () => this.give(replicaGone())));
+  }
+
+  /** The answer, unless the request is given up first. */
+  before<T>(answer: Promise<T>): Promise<T | { givenUp: ApiError }> {
+    return Promise.race([answer, this.reason.then((error) => ({ givenUp: error }))]);
+  }
+
+  stop() {
+    for (const stop of this.stops.splice(0)) stop();
   }
 }
 
 /**
  * Writes the frames as Server-Sent Events. When the client goes away the chat service is told to
- * stop, and the stream is still followed to its end to count the tokens that were generated.
+ * stop, and the stream is still followed to its end to count the tokens that were generated. A stream the
+ * gateway gives up (stalled, its replica gone, this gateway out of grace) ends with an error event, and the
+ * chat service is told to stop too: the stream is charged for what it delivered.
  */
-async function relay(ctx: RouteContext, streamTo: string, frames: FrameQueue, idleMs: number, used: (usage: Usage) => Promise<void>, format: SseFormat) {
+async function relay(
+  ctx: RouteContext,
+  streamTo: string,
+  frames: FrameQueue,
+  idleMs: number,
+  used: (usage: Usage) => Promise<void>,
+  format: SseFormat,
+  giveUp: () => void,
+) {
   const { res } = ctx;
   res.statusCode = 200;
   res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
@@ -201,8 +286,9 @@ async function relay(ctx: RouteContext, streamTo: string, frames: FrameQueue, id
   };
   for (;;) {
     const frame = await frames.next(idleMs);
-    if (!frame) {
-      send(format.error({ type: 'api_error', code: 'stream_timeout', message: `The stream stalled for more than ${idleMs} ms.` }));
+    if (!frame || frame.kind === 'given_up') {
+      send(format.error(frame?.error ?? { type: 'api_error', code: 'stream_timeout', message: `The stream stalled for more than ${idleMs} ms.` }));
+      if (!gone) giveUp();
       break;
     }
     if (frame.kind === 'data') {
@@ -220,11 +306,20 @@ async function relay(ctx: RouteContext, streamTo: string, frames: FrameQueue, id
   res.end();
 }
 
+type GivenUpFrame = { kind: 'given_up'; error: Pick<ApiErrorData, 'type' | 'message' | 'code'> };
+
 /** Frames in `seq` order, whatever order the transport delivered them in. */
 class FrameQueue {
   private readonly pending = new Map<number, StreamFrame>();
   private expected = 0;
   private wake: (() => void) | undefined;
+  private givenUp: GivenUpFrame | undefined;
+
+  /** Ends the stream with this error, after the frames already here in order. */
+  giveUp(error: GivenUpFrame['error']) {
+    this.givenUp = { kind: 'given_up', error };
+    this.wake?.();
+  }
 
   push(payload: unknown) {
     const parsed = StreamFrameSchema.safeParse(payload);
@@ -239,7 +334,7 @@ class FrameQueue {
   }
 
   /** The next frame, or undefined when none came within `idleMs`. */
-  async next(idleMs: number): Promise<StreamFrame | undefined> {
+  async next(idleMs: number): Promise<StreamFrame | GivenUpFrame | undefined> {
     const deadline = Date.now() + idleMs;
     for (;;) {
       const frame = this.pending.get(this.expected);
@@ -247,6 +342,7 @@ class FrameQueue {
         this.pending.delete(this.expected++);
         return frame;
       }
+      if (this.givenUp) return this.givenUp;
       const left = deadline - Date.now();
       if (left <= 0) return undefined;
       await new Promise<void>((resolve) => {
