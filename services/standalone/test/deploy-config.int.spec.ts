@@ -112,6 +112,7 @@ interface Container {
   readinessProbe?: Probe;
   livenessProbe?: Probe;
   startupProbe?: Probe;
+  lifecycle?: { preStop?: { exec?: { command: string[] } } };
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   volumeMounts?: Array<{ name: string; mountPath: string }>;
 }
@@ -163,6 +164,15 @@ const probePort = (container: Container, probe: Probe | undefined) => {
 /** Where the service answers probes, by its own configuration: PORT for the gateway, HEALTH_PORT for a service. */
 const servingPort = (service: Service, env: Record<string, string>) =>
   Number(service === 'gateway' ? (env.PORT ?? gatewayProcessConfig.shape.PORT.parse(undefined)) : env.HEALTH_PORT);
+/** How long the process lets its work in flight finish once signalled, by its own configuration. */
+const shutdownGraceMs = (service: Service, env: Record<string, string>) => PROCESS_CONFIG[service].schema.parse({ ...requiredValues(service), ...env }).SHUTDOWN_GRACE_MS as number;
+/** Values for what a service requires, so that its configuration parses. */
+const requiredValues = (service: Service) => Object.fromEntries(requiredOf(service).map((variable) => [variable, secret(variable)]));
+/**
+ * What may still settle after the grace (a cut stream's charge): the margin a process is given before it is
+ * killed, beyond the grace itself (service-runtime's SETTLE_AFTER_GRACE_MS).
+ */
+const SETTLE_MARGIN_MS = 5_000;
 
 // ---------------------------------------------------------------------------------------------- the processes
 
@@ -208,6 +218,17 @@ describe('the deployment files', () => {
 
 describe('docker-compose.yml', () => {
   const { services } = compose();
+
+  it('lets every service finish its work in flight before Docker kills it (10 s unless told otherwise)', () => {
+    const seconds = (period: unknown) => {
+      const [, value, unit] = /^(\d+)(s|m)$/.exec(String(period ?? '10s'))!;
+      return Number(value) * (unit === 'm' ? 60 : 1);
+    };
+    for (const name of SERVICES) {
+      const graceMs = shutdownGraceMs(name, composeEnvironment(services[name]!));
+      expect(seconds((services[name] as { stop_grace_period?: string }).stop_grace_period) * 1000, name).toBeGreaterThanOrEqual(graceMs + SETTLE_MARGIN_MS);
+    }
+  });
 
   it('builds each service it names from that service, with the image of deploy/Dockerfile', () => {
     for (const name of SERVICES) {
@@ -278,6 +299,29 @@ describe('docker-compose.yml', () => {
 
 describe('deploy/k8s', () => {
   const docs = manifests();
+
+  it('lets every pod finish its work in flight before it is killed, and keeps the gateway serving while its endpoint is withdrawn', () => {
+    for (const name of SERVICES) {
+      const { workload, container } = containerOf(docs, name);
+      const [command, seconds] = container.lifecycle?.preStop?.exec?.command ?? [];
+      const preStopMs = command === 'sleep' ? Number(seconds) * 1000 : 0;
+      // Kubernetes' own default is 30 s, counted from the start of preStop.
+      const killedAfterMs = (workload.spec.template.spec.terminationGracePeriodSeconds ?? 30) * 1000;
+      const graceMs = shutdownGraceMs(name, kubernetesEnvironment(docs, container));
+      expect(graceMs, name).toBeGreaterThan(0);
+      expect(killedAfterMs, `${name}: preStop, SHUTDOWN_GRACE_MS and a margin before the kill`).toBeGreaterThanOrEqual(preStopMs + graceMs + SETTLE_MARGIN_MS);
+    }
+    // A pod a Service routes to gets SIGTERM only once kube-proxy and the ingress have had time to drop it.
+    const routed = docs.filter((d) => d.kind === 'Service' && (d.spec.ports ?? []).length > 0);
+    expect(routed.map((s) => s.metadata.name)).toEqual(['oc-gateway']);
+    for (const service of routed) {
+      for (const workload of workloads(docs).filter((w) => Object.entries(service.spec.selector).every(([k, v]) => w.spec.template.metadata.labels[k] === v))) {
+        for (const container of workload.spec.template.spec.containers as Container[]) {
+          expect(container.lifecycle?.preStop?.exec?.command, container.name).toEqual(['sleep', expect.stringMatching(/^[1-9]\d*$/)]);
+        }
+      }
+    }
+  });
   const configMap = configMapOf(docs);
   const secrets = secretOf(docs);
 
