@@ -1,6 +1,7 @@
 // `pnpm start:distributed`: gateway, billing, chat, video and webhook as separate processes over NATS, on
 // one shared event store file, with `pnpm start`'s variables, defaults and first-start conveniences.
-// `REPLICAS=2` starts two of each: two gateways (on PORT and PORT + 1) and two replicas of every service.
+// `REPLICAS=2` starts two of each: two gateways (on PORT and PORT + 1, sharing rate limits in REDIS_URL's Redis,
+// which is then required) and two replicas of every service.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
@@ -18,6 +19,13 @@ const local = `http://127.0.0.1:${port}`;
 const replicas = Number(env.REPLICAS ?? 1);
 if (!Number.isInteger(replicas) || replicas < 1 || replicas > 8) {
   process.stderr.write(`Invalid configuration: REPLICAS: a whole number from 1 to 8 (got '${env.REPLICAS}')\n`);
+  process.exit(78);
+}
+// Gateways counting on their own would each let a key's whole limit through: n gateways, n times the limit.
+if (replicas > 1 && !env.REDIS_URL) {
+  process.stderr.write(
+    `Invalid configuration: REDIS_URL: required when REPLICAS is more than 1, so that the ${replicas} gateways count rate limits together (e.g. redis://127.0.0.1:6379)\n`,
+  );
   process.exit(78);
 }
 const gateways = Array.from({ length: replicas }, (_, i) => `http://127.0.0.1:${port + i}`);
@@ -256,9 +264,6 @@ if (!(await ready())) {
     admin.note,
     `Web console: ${local}/dashboard/ (operators sign in with the admin token; oc members create adds an organization's members)`,
   ];
-  if (replicas > 1 && !env.REDIS_URL) {
-    lines.push('Rate limits are counted by each gateway on its own; set REDIS_URL (e.g. redis://127.0.0.1:6379) to share them exactly.');
-  }
   if (demo) {
     lines.push(
       `Demo organization ${demo.organization.id} with $10.00 of credit, and an API key with every scope (shown only now):`,

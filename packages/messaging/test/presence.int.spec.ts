@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { natsNames } from '@oc/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { natsPresence, ReplicaNameInUseError } from '../src';
+import { natsPresence, ReplicaNameInUseError, watchReplicas } from '../src';
 import { NATS_URL, natsAvailable, uniqueSuffix } from './nats';
 
 const fixture = fileURLToPath(new URL('./fixtures/presence-replica.ts', import.meta.url));
@@ -30,8 +30,8 @@ describe.skipIf(!(await natsAvailable()))('replica presence over NATS', () => {
   async function replicaProcess(self: string) {
     const child = spawn(process.execPath, ['--import', 'tsx', fixture, NATS_URL, prefix, 'video', self], { stdio: ['ignore', 'pipe', 'inherit'] });
     children.push(child);
-    await once(child.stdout!, 'data');
-    return child;
+    const [ready] = (await once(child.stdout!, 'data')) as [Buffer];
+    return Object.assign(child, { incarnation: ready.toString().trim().split(' ')[1]! });
   }
 
   it('tells a killed replica (SIGKILL) gone at once, and a running one not', async () => {
@@ -81,5 +81,24 @@ describe.skipIf(!(await natsAvailable()))('replica presence over NATS', () => {
     expect(await me.isGone('web-1.example.*')).toBe(false);
     expect(await me.isGone('web-1')).toBe(true);
     await Promise.all([dotted.stop(), me.stop()]);
+  });
+
+  it("tells a caller watching a process that it is gone once it is killed, or once another process answers under its name", async () => {
+    const watch = watchReplicas(async () => observer, { prefix, intervalMs: 50 });
+    const gone = (replica: string, incarnation: string) => new Promise<void>((resolve) => watch.watch('video', replica, incarnation, resolve));
+    const first = await replicaProcess('video-w');
+    const killed = gone('video-w', first.incarnation);
+    first.kill('SIGKILL');
+    await once(first, 'exit');
+    await killed;
+
+    // Started again under its name (a pod restarted in place): the process a caller was waiting on is still gone.
+    const second = await replicaProcess('video-w');
+    expect(second.incarnation).not.toBe(first.incarnation);
+    let secondGone = false;
+    watch.watch('video', 'video-w', second.incarnation, () => (secondGone = true));
+    await gone('video-w', first.incarnation);
+    expect(secondGone).toBe(false);
+    watch.stop();
   });
 });

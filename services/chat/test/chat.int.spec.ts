@@ -227,6 +227,42 @@ describe('chat service', () => {
     expect(funds.at(-1)).toEqual(['capture', 'org_1', accepted.id, usage.total_tokens * 80]);
   });
 
+  it('drains: what ends within the grace is charged in full; then a stream is cut with a 503 frame, charged for what it delivered, and a completion answered whole gets a 503, released', async () => {
+    await start();
+    const done = (await ask('Hello', { stream_to: 'chat.streams.s1' })) as { id: string };
+    await vi.waitFor(() => expect(frames.at(-1)?.kind).toBe('end'));
+    frames.length = 0;
+    provider.hangAfter = 2;
+    const cut = (await ask('Hello', { stream_to: 'chat.streams.s2' })) as { id: string };
+    const whole = ask('Hello').catch((error: unknown) => error);
+    await vi.waitFor(() => expect(frames.filter((f) => f.kind === 'data')).toHaveLength(3));
+    await vi.waitFor(() => expect(provider.requests).toHaveLength(3));
+
+    await chat.drain(20);
+    const unavailable = expect.objectContaining({ status: 503, type: 'service_unavailable_error', code: 'service_unavailable' });
+    expect(frames.at(-1)).toEqual({ kind: 'error', seq: 3, error: unavailable });
+    expect(await whole).toEqual(unavailable);
+    const prompt = promptTokens([{ role: 'user', content: 'Hello' }]);
+    expect(funds.filter((f) => f[0] !== 'reserve')).toEqual([
+      ['capture', 'org_1', done.id, (prompt + gptTokenizer.count('Plant early and water often.')) * 80],
+      ['capture', 'org_1', cut.id, (prompt + gptTokenizer.count('Plant early')) * 80],
+      ['release', 'org_1', expect.stringMatching(/^chatcmpl_/)],
+    ]);
+    expect(openReservations()).toEqual([]);
+  });
+
+  it('gives up unpaid a completion answered whole when its caller cancels it by its own subject', async () => {
+    await start();
+    provider.hangAfter = 2;
+    const whole = chat
+      .createChatCompletion({ model: 'chat-2', messages: [{ role: 'user', content: 'Hello' }], stream: false, org_id: 'org_1', mode: 'live' }, { watchTo: 'chat.streams.w1' })
+      .catch((error: unknown) => error);
+    await vi.waitFor(() => expect(provider.requests).toHaveLength(1));
+    chat.cancelStream('chat.streams.w1');
+    expect(await whole).toMatchObject({ status: 503, code: 'service_unavailable' });
+    expect(funds.map((f) => f[0])).toEqual(['reserve', 'release']);
+  });
+
   it('settles each paid completion durably: none is left open once it is charged, released or refused', async () => {
     await start();
     await ask('Hello');

@@ -1,6 +1,18 @@
 import { z } from 'zod';
+import { DEFAULT_REDIS_KEY_PREFIX } from './application/rate-limits';
 import { DEFAULT_CHAT_IN_FLIGHT_PER_ORGANIZATION } from './transport/chat-routes';
 import { DEFAULT_AUTH_FAILURES_PER_MINUTE } from './domain/limits';
+
+/** Where gateways share their counters (rate limits, failed authentications), for the gateway's process and the standalone one. */
+export const RedisConfigSchema = z.object({
+  REDIS_URL: z.string().url().optional(),
+  /** Begins every key the gateway writes, so that deployments sharing one Redis never count each other's requests. */
+  REDIS_KEY_PREFIX: z
+    .string()
+    .regex(/^[!-~]{1,64}$/)
+    .default(DEFAULT_REDIS_KEY_PREFIX)
+    .describe('1 to 64 printable characters without spaces, e.g. oc-staging:'),
+});
 
 /** The gateway's limits beyond HTTP's, shared by its own process and the standalone one (README's table). */
 export const GatewayLimitsConfigSchema = z.object({

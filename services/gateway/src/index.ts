@@ -1,4 +1,4 @@
 export * from './gateway';
-export { cookieSecure, GatewayLimitsConfigSchema } from './config';
+export { cookieSecure, GatewayLimitsConfigSchema, RedisConfigSchema } from './config';
 export { RateLimits, redisReady } from './application/rate-limits';
 export { HttpServerConfigSchema, type HttpServerConfig } from './transport/http-server';

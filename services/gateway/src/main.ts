@@ -23,7 +23,7 @@ if (redis && !(await redisReady(redis))) logger.warn('Redis is not reachable yet
 
 const gateway = await createGateway({
   services,
-  limits: redis ? RateLimits.redis(redis) : RateLimits.inMemory(),
+  limits: redis ? RateLimits.redis(redis, config.REDIS_KEY_PREFIX) : RateLimits.inMemory(),
   clock: systemClock,
   logger,
   adminToken: config.ADMIN_TOKEN,

@@ -1,7 +1,7 @@
 import { NatsPrefixSchema, ShutdownConfigSchema } from '@oc/contracts';
 import { TelemetryConfigSchema } from '@oc/telemetry';
 import { z } from 'zod';
-import { GatewayLimitsConfigSchema } from './config';
+import { GatewayLimitsConfigSchema, RedisConfigSchema } from './config';
 import { HttpServerConfigSchema } from './transport/http-server';
 
 /** The gateway process's environment, as main.ts parses it at boot (and the deployment files are checked against). */
@@ -11,7 +11,7 @@ export const gatewayProcessConfig = z.object({
   NATS_URL: z.string().default('nats://127.0.0.1:4222'),
   NATS_PREFIX: NatsPrefixSchema,
   ADMIN_TOKEN: z.string().min(16).describe('the operator token for /admin/v1, at least 16 characters'),
-  REDIS_URL: z.string().url().optional(),
+  ...RedisConfigSchema.shape,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
   /** The model catalog the chat and video services route by: its models of the operator's own join GET /v1/models. */

@@ -2,9 +2,9 @@ import 'reflect-metadata';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createBilling } from '@oc/billing';
-import { type CreatedApiKey, ManualClock, sortableIds, type StreamFrame, Subjects, unwrap } from '@oc/contracts';
+import { type CreatedApiKey, ManualClock, sortableIds, type StreamFrame, Subjects, unwrap, WATCH_TO_HEADER } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
-import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from '@oc/messaging';
+import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient, type ReplicaWatch } from '@oc/messaging';
 import { SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
 import { NestFactory } from '@nestjs/core';
@@ -13,6 +13,7 @@ import { KeyAuthenticator } from '../src/application/authenticator';
 import { KeyUsageRecorder } from '../src/application/key-usage';
 import { RateLimits } from '../src/application/rate-limits';
 import { chatRoutes } from '../src/transport/chat-routes';
+import { Drain } from '../src/transport/drain';
 import { createGatewayApp } from '../src/transport/http';
 
 /**
@@ -32,6 +33,18 @@ let closeAll: () => Promise<void>;
 
 /** How the fake chat service answers the next streamed request. */
 let script: (streamTo: string) => void = () => {};
+/** How it answers the next completion answered whole, given its own subject (never, by default). */
+let whole: (watchTo: string) => Promise<unknown> = () => new Promise(() => {});
+/** The chat processes the gateway watches, and what it is told when one is gone. */
+const watched: Array<{ replica: string; incarnation: string; gone: () => void }> = [];
+const replicas: ReplicaWatch = {
+  watch: (_service, replica, incarnation, gone) => {
+    const entry = { replica, incarnation, gone };
+    watched.push(entry);
+    return () => void watched.splice(watched.indexOf(entry), 1);
+  },
+  stop: () => undefined,
+};
 /** What the fake chat service was asked, in order. */
 const asked: unknown[] = [];
 
@@ -41,9 +54,10 @@ beforeAll(async () => {
   const billing = await createBilling({ eventStore: stores.store, readModels: new SqliteReadModelStore({ filename: ':memory:' }), client: services, clock, ids: sortableIds, logger });
   const billingApp = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });
   await billingApp.listen();
-  broker.respond(Subjects.chat.createChatCompletion, async (data) => {
+  broker.respond(Subjects.chat.createChatCompletion, async (data, headers) => {
     asked.push(data);
-    const streamTo = (data as { stream_to: string }).stream_to;
+    const streamTo = (data as { stream_to?: string }).stream_to;
+    if (streamTo === undefined) return whole(headers![WATCH_TO_HEADER]!);
     script(streamTo);
     return { ok: true, data: { id: 'chatcmpl_1', stream_to: streamTo } };
   });
@@ -56,7 +70,7 @@ beforeAll(async () => {
     logger,
     adminToken: 'admin-token-for-tests',
     version: '1.2.3',
-    v1: chatRoutes({ streamIdleTimeoutMs: 200, maxInFlightPerOrganization: 2 }),
+    v1: chatRoutes({ streamIdleTimeoutMs: 200, maxInFlightPerOrganization: 2, replicas }),
     admin: [],
     ready: async () => {},
   });
@@ -78,13 +92,31 @@ beforeAll(async () => {
 });
 afterAll(() => closeAll());
 
-const streamed = (signal?: AbortSignal, as = key) =>
-  fetch(`${url}/v1/chat/completions`, {
+const streamed = (signal?: AbortSignal, as = key, to = url) =>
+  fetch(`${to}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${as}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'chat-2', stream: true, messages: [{ role: 'user', content: 'Hi' }] }),
     ...(signal ? { signal } : {}),
   });
+const answeredWhole = (to = url) =>
+  fetch(`${to}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'chat-2', messages: [{ role: 'user', content: 'Hi' }] }),
+  });
+const unavailable = { error: { type: 'service_unavailable_error', code: 'service_unavailable', message: expect.any(String) } };
+/** The cancels the gateway broadcasts to the chat service while `during` runs. */
+async function cancelsDuring(during: () => Promise<void>): Promise<unknown[]> {
+  const cancelled: unknown[] = [];
+  const subscription = await services.onBroadcast(Subjects.chat.cancelStream, (m) => cancelled.push(m));
+  try {
+    await during();
+  } finally {
+    await subscription.stop();
+  }
+  return cancelled;
+}
 
 describe('streamed completions through the gateway', () => {
   it('writes frames in sequence order even when they arrive out of order and before the answer', async () => {
@@ -225,5 +257,114 @@ describe("OpenAI's agent contract at the gateway", () => {
     expect(res.status).toBe(200);
     await res.text();
     expect(asked.at(-1)).toMatchObject({ messages, tools, tool_choice: 'auto', n: 2, logprobs: true, top_logprobs: 2, session_id: 'chat_1', 'x-theory-position': { x: 0, y: 0 } });
+  });
+});
+
+describe('a completion whose chat replica is gone', () => {
+  const notice = { kind: 'replica', replica: 'chat-1', incarnation: 'run-1' };
+
+  it('ends its stream with a 503 error event as soon as the replica named in its notice is gone, and tells chat to stop', async () => {
+    let subject = '';
+    script = (streamTo) => {
+      subject = streamTo;
+      broker.publish(streamTo, notice);
+      broker.publish(streamTo, { kind: 'data', seq: 0, data: chunk('Hel') });
+    };
+    const cancelled = await cancelsDuring(async () => {
+      const res = await streamed();
+      const reader = res.body!.getReader();
+      await reader.read();
+      await vi.waitFor(() => expect(watched.map((w) => [w.replica, w.incarnation])).toEqual([['chat-1', 'run-1']]));
+      watched[0]!.gone();
+      let text = new TextDecoder().decode((await reader.read()).value);
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += new TextDecoder().decode(chunk.value);
+      expect(text).toBe(`data: ${JSON.stringify({ error: { type: 'service_unavailable_error', message: 'The chat service stopped while answering; retry the request.', code: 'service_unavailable' } })}\n\n`);
+    });
+    expect(cancelled).toEqual([{ stream_to: subject }]);
+    expect(watched).toEqual([]);
+  });
+
+  it('answers a completion answered whole 503 as soon as its replica is gone, and gives its work up', async () => {
+    let subject = '';
+    whole = (watchTo) => {
+      subject = watchTo;
+      broker.publish(watchTo, notice);
+      return new Promise(() => {});
+    };
+    const cancelled = await cancelsDuring(async () => {
+      const answer = answeredWhole();
+      await vi.waitFor(() => expect(watched).toHaveLength(1));
+      watched[0]!.gone();
+      const res = await answer;
+      expect(res.status).toBe(503);
+      expect(await res.json()).toEqual(unavailable);
+    });
+    expect(subject).toMatch(/^chat\.streams\.[A-Za-z0-9]+$/);
+    expect(cancelled).toEqual([{ stream_to: subject }]);
+    expect(watched).toEqual([]);
+  });
+});
+
+describe('a gateway that stops', () => {
+  it('refuses new requests 503 at once (probes still answer), lets a stream end within the grace, and gives up what outlasts it', async () => {
+    const drain = new Drain();
+    const app = createGatewayApp({
+      services,
+      authenticator: new KeyAuthenticator(services, clock),
+      limits: RateLimits.inMemory(),
+      usage: new KeyUsageRecorder(services, clock),
+      clock,
+      logger,
+      adminToken: 'admin-token-for-tests',
+      version: '1.2.3',
+      v1: chatRoutes({ streamIdleTimeoutMs: 60_000, cut: drain.cut.signal }),
+      admin: [],
+      ready: async () => {
+        if (drain.draining) throw new Error('stopping');
+      },
+    });
+    const stopping = await new Promise<Server>((resolve) => {
+      const s = createServer(drain.listener(app)).listen(0, '127.0.0.1', () => resolve(s));
+    });
+    const to = `http://127.0.0.1:${(stopping.address() as AddressInfo).port}`;
+    try {
+      const subjects: string[] = [];
+      script = (streamTo) => {
+        subjects.push(streamTo);
+        broker.publish(streamTo, { kind: 'data', seq: 0, data: chunk('Hel') });
+      };
+      whole = () => new Promise(() => {});
+      const ending = await streamed(undefined, key, to);
+      const outlasting = await streamed(undefined, key, to);
+      const before = asked.length;
+      const waiting = answeredWhole(to);
+      // With the chat service: in flight, not merely sent.
+      await vi.waitFor(() => expect(asked).toHaveLength(before + 1));
+
+      const cancelled = await cancelsDuring(async () => {
+        const drained = drain.drain(300);
+        const refused = await fetch(`${to}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+        expect(refused.status).toBe(503);
+        expect(refused.headers.get('connection')).toBe('close');
+        expect(await refused.json()).toEqual(unavailable);
+        expect((await fetch(`${to}/readyz`)).status).toBe(503);
+        expect((await fetch(`${to}/healthz`)).status).toBe(200);
+
+        broker.publish(subjects[0]!, { kind: 'end', seq: 1, usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } });
+        expect(await ending.text()).toBe(`data: ${JSON.stringify(chunk('Hel'))}\n\ndata: [DONE]\n\n`);
+        expect(await outlasting.text()).toBe(
+          `data: ${JSON.stringify(chunk('Hel'))}\n\ndata: ${JSON.stringify({ error: { type: 'service_unavailable_error', message: 'This server is shutting down; retry the request.', code: 'service_unavailable' } })}\n\n`,
+        );
+        const answer = await waiting;
+        expect(answer.status).toBe(503);
+        expect(await answer.json()).toEqual(unavailable);
+        await drained;
+      });
+      expect(cancelled).toEqual(expect.arrayContaining([{ stream_to: subjects[1] }]));
+      expect(cancelled).toHaveLength(2);
+    } finally {
+      stopping.closeAllConnections();
+      stopping.close();
+    }
   });
 });

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { RateLimits, redisReady } from '../src/application/rate-limits';
+import { DEFAULT_REDIS_KEY_PREFIX, RateLimits, redisReady } from '../src/application/rate-limits';
 import type { LimitWindow } from '../src/domain/limits';
 
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -96,5 +96,40 @@ describe.skipIf(!redisUp)('rate limits across gateways', () => {
     } finally {
       for (const c of connections) c.disconnect();
     }
+  });
+});
+
+// REDIS_KEY_PREFIX: several deployments (staging and production) may share one Redis.
+describe.skipIf(!redisUp)('the Redis key prefix', () => {
+  it("begins every key a gateway writes, so that deployments sharing one Redis never count each other's requests", async () => {
+    const subject = unique();
+    const [staging, production] = [`oc-staging-${subject}:`, `oc-production-${subject}:`];
+    const a = RateLimits.redis(redis, staging);
+    const b = RateLimits.redis(redis, production);
+    const minute = window('key_minute', 1, subject);
+    expect((await a.consume([minute])).allowed).toBe(true);
+    expect((await a.consume([minute])).allowed).toBe(false);
+    // The other deployment's first request under the same key id is its own.
+    expect((await b.consume([minute])).allowed).toBe(true);
+    // Lockouts and their counts (failed authentications) are keys the gateway writes too.
+    await a.block(window('admin_auth_minute', 60, subject), 60);
+    await a.increment({ ...window('admin_auth_minute_lockouts', 1, subject), durationSeconds: 3600 });
+
+    const keys = (await redis.keys(`*${subject}*`)).sort();
+    expect(keys).toEqual(
+      [
+        `${production}key_minute_1_60:${subject}`,
+        `${staging}admin_auth_minute_60_60:${subject}`,
+        `${staging}admin_auth_minute_lockouts_1_3600:${subject}`,
+        `${staging}key_minute_1_60:${subject}`,
+      ].sort(),
+    );
+  });
+
+  it('is oc_rl: unless set, the keys gateways wrote before the setting', async () => {
+    const subject = unique();
+    expect(DEFAULT_REDIS_KEY_PREFIX).toBe('oc_rl:');
+    await RateLimits.redis(redis).consume([window('key_minute', 5, subject)]);
+    expect(await redis.keys(`*${subject}*`)).toEqual([`oc_rl:key_minute_5_60:${subject}`]);
   });
 });

@@ -1,6 +1,6 @@
 import { ChatConfigSchema } from '@oc/chat';
 import { type ConfigurationCheck, formatConfigurationProblem, parseConfiguration, ShutdownConfigSchema } from '@oc/contracts';
-import { GatewayLimitsConfigSchema, HttpServerConfigSchema } from '@oc/gateway';
+import { GatewayLimitsConfigSchema, HttpServerConfigSchema, RedisConfigSchema } from '@oc/gateway';
 import { TelemetryConfigSchema } from '@oc/telemetry';
 import { VideoConfigSchema, videoConfigChecks } from '@oc/video';
 import { z } from 'zod';
@@ -12,7 +12,7 @@ export const StandaloneConfigSchema = z.object({
   HOST: z.string().default('0.0.0.0'),
   DATA_DIR: z.string().default('./.data'),
   ADMIN_TOKEN: z.string().min(16).optional().describe('at least 16 characters; unset, one is generated under DATA_DIR'),
-  REDIS_URL: z.string().url().optional(),
+  ...RedisConfigSchema.shape,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   KEY_USAGE_FLUSH_MS: z.coerce.number().int().positive().default(10_000),
   /** `production` puts webhooks in production mode unless WEBHOOK_MODE says otherwise. */

@@ -43,7 +43,7 @@ async function run(data: GatewayThreadData) {
   if (redis && !(await redisReady(redis))) logger.warn('Redis is not reachable yet: until it is, this gateway counts rate limits in its own memory');
   const gateway = await createGateway({
     services,
-    limits: redis ? RateLimits.redis(redis) : RateLimits.inMemory(),
+    limits: redis ? RateLimits.redis(redis, config.REDIS_KEY_PREFIX) : RateLimits.inMemory(),
     clock: clockFromShared(data.clock),
     logger,
     adminToken: data.adminToken,

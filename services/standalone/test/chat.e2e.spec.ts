@@ -699,6 +699,52 @@ describe.each(modes)('chat with an OpenAI-compatible upstream (%s)', (_mode, sta
     expect(res.status).toBe(200);
     expect(upstream.requests).toEqual([]);
   });
+
+  it.runIf(start === distributed)(
+    'answers a stream and a completion whose chat replica is killed (SIGKILL) within seconds, with the 503 error, and charges neither',
+    async () => {
+      const { key } = await api.newCustomer({ credit: 10, scopes: ['chat:write'] });
+      let upstreamGoesOn!: () => void;
+      upstream.script = [{ content: 'Hel' }, { gate: new Promise<void>((resolve) => (upstreamGoesOn = resolve)) }, { content: 'lo' }, { finish: 'stop' }];
+      upstream.requests.length = 0;
+      const post = (stream: boolean) =>
+        fetch(`${service.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'chat-2', stream, messages: [{ role: 'user', content: 'Hi' }] }),
+        });
+      const streamed = await post(true);
+      const reader = streamed.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = '';
+      while (!text.includes('"content":"Hel"')) text += decoder.decode((await reader.read()).value, { stream: true });
+      const whole = post(false);
+      // Both are with the upstream, waiting on it.
+      await vi.waitFor(() => expect(upstream.requests).toHaveLength(2));
+
+      const killedAt = Date.now();
+      await service.crash!('chat');
+      const [events, answer] = await Promise.all([
+        (async () => {
+          for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += decoder.decode(chunk.value, { stream: true });
+          return { took: Date.now() - killedAt, data: text.split('\n\n').filter((b) => b.startsWith('data: ')).map((b) => b.slice(6)) };
+        })(),
+        whole.then(async (res) => ({ took: Date.now() - killedAt, status: res.status, body: await res.json() })),
+      ]);
+      upstreamGoesOn();
+      console.info(`chat replica killed: the stream ended ${events.took} ms later, the completion answered whole ${answer.took} ms later`);
+      const unavailable = { error: { type: 'service_unavailable_error', code: 'service_unavailable', message: expect.any(String) } };
+      // Not the 60 s of a stalled stream nor the 300 s of a completion's timeout: presence says at once the process is gone.
+      expect(events.took).toBeLessThan(10_000);
+      expect(JSON.parse(events.data.at(-1)!)).toEqual(unavailable);
+      expect(events.data).not.toContain('[DONE]');
+      expect(answer.took).toBeLessThan(10_000);
+      expect(answer).toMatchObject({ status: 503, body: unavailable });
+      // The chat process started again releases what the killed one held: the text a stream delivered before it
+      // broke off is not charged, since its client got no finished answer.
+      await vi.waitFor(async () => expect(await balance(key)).toEqual({ available: 10_000_000, reserved: 0 }), { timeout: 30_000, interval: 200 });
+    },
+  );
 });
 
 describe('a charge that cannot be stored (embedded)', () => {

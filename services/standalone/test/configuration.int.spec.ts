@@ -66,6 +66,18 @@ describe('every process refuses a bad configuration with one line per variable',
       ],
     },
     {
+      name: 'gateway with a Redis key prefix holding a space',
+      entry: 'services/gateway/src/main.ts',
+      env: { ADMIN_TOKEN: 'a'.repeat(32), REDIS_KEY_PREFIX: 'oc staging:' },
+      expected: [/^Invalid configuration: REDIS_KEY_PREFIX: .*\(1 to 64 printable characters without spaces, e\.g\. oc-staging:\)$/],
+    },
+    {
+      name: 'start:distributed with two replicas and no Redis for their gateways to share',
+      entry: 'scripts/start-distributed.mjs',
+      env: { REPLICAS: '2' },
+      expected: [/^Invalid configuration: REDIS_URL: required when REPLICAS is more than 1, so that the 2 gateways count rate limits together/],
+    },
+    {
       name: 'billing with an unknown log level',
       entry: 'services/billing/src/main.ts',
       env: { LOG_LEVEL: 'loud' },

@@ -86,6 +86,20 @@ function composeEnvironments(): Record<string, Record<string, string>> {
 }
 
 const healthTest = (service: ComposeService) => [service.healthcheck?.test ?? []].flat().join(' ');
+
+/**
+ * An image's tag, or undefined when it has none (which means `latest`). A registry's port (`host:5000/name`) is
+ * not a tag, nor is a digest's algorithm.
+ */
+const tagOf = (image: string) => /:([^:/@]+)$/.exec(image.split('@')[0]!)?.[1];
+/** Our images are tagged with the version of the service they run, so that a file deploys the release it names. */
+const versionOf = (service: string) => JSON.parse(readFileSync(join(ROOT, `services/${service}/package.json`), 'utf8')).version as string;
+/** A pinned image: a tag that names a release, neither absent nor `latest` (which moves under a running deployment). */
+function expectPinned(image: string, what: string) {
+  const tag = tagOf(image);
+  expect(tag, `${what}: ${image} has a tag`).toBeDefined();
+  expect(tag, `${what}: ${image}`).not.toMatch(/^latest$/i);
+}
 /** A one-shot job (the bucket's creation): it runs to completion, so it is waited for, not health-checked. */
 const isJob = (service: ComposeService) => service.restart === 'no';
 
@@ -261,6 +275,25 @@ describe('docker-compose.yml', () => {
     }
   });
 
+  it("pins every image's tag, ours to the version of the service they run", () => {
+    for (const [name, service] of Object.entries(services)) {
+      expect(service.image, `${name} names its image`).toBeDefined();
+      expectPinned(service.image!, name);
+      const ours = SERVICES.find((s) => service.build?.args?.SERVICE === s);
+      if (ours) expect(service.image, name).toBe(`oc/${ours}:${versionOf(ours)}`);
+    }
+  });
+
+  it("publishes only the API beyond this machine: every other port (databases, the trace UI, metrics) is bound to 127.0.0.1", () => {
+    const gatewayPort = servingPort('gateway', composeEnvironment(services.gateway!));
+    const published = Object.entries(services).flatMap(([name, service]) => (service.ports ?? []).map((port) => [name, String(port)] as const));
+    expect(published.map(([name]) => name)).toEqual(expect.arrayContaining(['gateway', 'eventstore', 'mongo']));
+    for (const [name, port] of published) {
+      if (name === 'gateway' && port === `${gatewayPort}:${gatewayPort}`) continue;
+      expect(port, name).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
+    }
+  });
+
   it("probes each service where it answers (/readyz on PORT or HEALTH_PORT) and publishes the gateway's port", () => {
     for (const name of SERVICES) {
       const env = composeEnvironment(services[name]!);
@@ -292,7 +325,7 @@ describe('docker-compose.yml', () => {
     const traceExporters = collector.service.pipelines.traces.exporters as string[];
     const toJaeger = traceExporters.map((e) => collector.exporters[e]?.endpoint as string | undefined).find((e) => e?.startsWith('jaeger:'));
     expect(toJaeger).toBeDefined();
-    expect(services.jaeger!.ports).toContain('16686:16686');
+    expect(services.jaeger!.ports).toContain('127.0.0.1:16686:16686');
     expect(collector.service.pipelines.metrics.receivers).toContain('otlp');
   });
 });
@@ -329,7 +362,9 @@ describe('deploy/k8s', () => {
     const containers = workloads(docs).flatMap((w) => w.spec.template.spec.containers as Container[]);
     expect(containers.map((c) => c.name).sort()).toEqual([...SERVICES].sort());
     for (const container of containers) {
-      expect(container.image).toMatch(new RegExp(`^oc/${container.name}(:|$)`));
+      // Pinned to the release: `latest` would move under running pods, and two pods could run two versions.
+      expect(container.image).toBe(`oc/${container.name}:${versionOf(container.name)}`);
+      expectPinned(container.image, container.name);
       expect(existsSync(join(ROOT, `services/${container.name}/src/main.ts`))).toBe(true);
     }
   });
@@ -363,12 +398,14 @@ describe('deploy/k8s', () => {
     for (const key of Object.keys(configMap)) expect(SERVICES.some((s) => variablesOf(s).includes(key)), key).toBe(true);
   });
 
+  /** The most pods a workload may run: its replicas, or its autoscaler's maximum. */
+  const scaledTo = (workload: Manifest) =>
+    Math.max(
+      workload.spec.replicas ?? 1,
+      ...docs.filter((d) => d.kind === 'HorizontalPodAutoscaler' && d.spec.scaleTargetRef.name === workload.metadata.name).map((h) => h.spec.maxReplicas),
+    );
+
   it('gives every service that runs several pods one event store: EVENTSTORE_URL from the Secret, not optional', () => {
-    const scaledTo = (workload: Manifest) =>
-      Math.max(
-        workload.spec.replicas ?? 1,
-        ...docs.filter((d) => d.kind === 'HorizontalPodAutoscaler' && d.spec.scaleTargetRef.name === workload.metadata.name).map((h) => h.spec.maxReplicas),
-      );
     const several = SERVICES.filter((name) => variablesOf(name).includes('EVENTSTORE_URL') && scaledTo(containerOf(docs, name).workload) > 1);
     expect(several.sort()).toEqual(['billing', 'chat', 'video', 'webhook']);
     for (const name of several) {
@@ -379,6 +416,23 @@ describe('deploy/k8s', () => {
     }
   });
 
+  it('gives gateways that run several pods one Redis to count rate limits in: REDIS_URL from the Secret, not optional', () => {
+    const { workload, container } = containerOf(docs, 'gateway');
+    expect(scaledTo(workload)).toBeGreaterThan(1);
+    // Without it each pod would count on its own, and a key would get its limit once per pod.
+    const ref = container.env!.find((e) => e.name === 'REDIS_URL')?.valueFrom?.secretKeyRef;
+    expect(ref).toEqual({ name: 'oc-secrets', key: 'REDIS_URL' });
+    expect(secrets).toHaveProperty('REDIS_URL');
+    expect(kubernetesEnvironment(docs, container).REDIS_URL).toMatch(/^rediss?:\/\//);
+  });
+
+  it('keeps two chat replicas at least, so that one answers (and settles what the other left open) while the other restarts', () => {
+    const chat = containerOf(docs, 'chat').workload;
+    const autoscaler = docs.find((d) => d.kind === 'HorizontalPodAutoscaler' && d.spec.scaleTargetRef.name === chat.metadata.name);
+    expect(autoscaler.spec.minReplicas).toBeGreaterThanOrEqual(2);
+    expect(chat.spec.replicas).toBeGreaterThanOrEqual(2);
+  });
+
   it.each(SERVICES)("probes %s on the code's paths and the port it answers on, with resources and a writable data directory", (name) => {
     const { workload, container } = containerOf(docs, name);
     const env = kubernetesEnvironment(docs, container);
@@ -386,7 +440,9 @@ describe('deploy/k8s', () => {
     expect(container.ports?.map((p) => p.containerPort)).toContain(port);
     expect(container.readinessProbe?.httpGet?.path).toBe(PROBE_PATHS.readiness);
     expect(container.livenessProbe?.httpGet?.path).toBe(PROBE_PATHS.liveness);
-    for (const probe of [container.readinessProbe, container.livenessProbe, container.startupProbe].filter(Boolean)) {
+    // Until it passes, liveness is not checked: a slow first start (a long log to fold) is not killed as hung.
+    expect(container.startupProbe?.httpGet?.path).toBe(PROBE_PATHS.liveness);
+    for (const probe of [container.readinessProbe, container.livenessProbe, container.startupProbe]) {
       expect([PROBE_PATHS.readiness, PROBE_PATHS.liveness]).toContain(probe!.httpGet?.path);
       expect(probePort(container, probe), `${name} probe port`).toBe(port);
     }

@@ -322,9 +322,9 @@ async function freePorts(count: number): Promise<number> {
 
 /**
  * `REPLICAS=n pnpm start:distributed`, run as the README says, on data of its own: n gateways (sharing rate
- * limits through Redis when `redisUrl` is given) and n processes each of billing, chat, video and webhook over
- * the real NATS server, all on one SQLite event store file, replicas of a service sharing its data directory
- * and keeping read models of their own. `kill` finds a process by its REPLICA_ID.
+ * limits through Redis at `redisUrl`, which the script requires for more than one) and n processes each of
+ * billing, chat, video and webhook over the real NATS server, all on one SQLite event store file, replicas of a
+ * service sharing its data directory and keeping read models of their own. `kill` finds a process by its REPLICA_ID.
  */
 export async function replicated(env: Record<string, string> = {}, options: { replicas?: number; redisUrl?: string } = {}): Promise<ReplicatedService> {
   const replicas = options.replicas ?? 2;

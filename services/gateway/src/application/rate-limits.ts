@@ -18,6 +18,9 @@ export type RateLimitOutcome =
   | { allowed: true; headers: RateLimitState }
   | { allowed: false; headers: RateLimitState; retryAfterSeconds: number; window: string };
 
+/** What every key the gateway writes in Redis begins with, unless REDIS_KEY_PREFIX says otherwise. */
+export const DEFAULT_REDIS_KEY_PREFIX = 'oc_rl:';
+
 /**
  * Counts requests in every applicable window and reports the tightest one, as the spec's
  * X-RateLimit-* headers need. Counters live in memory, or in Redis when gateways share them.
@@ -34,13 +37,16 @@ export class RateLimits {
     return new RateLimits((w) => new RateLimiterMemory({ keyPrefix: prefix(w), points: w.points, duration: w.durationSeconds }));
   }
 
-  /** Redis-backed counters; if Redis is unreachable each gateway falls back to its own memory counters. */
-  static redis(client: Redis) {
+  /**
+   * Redis-backed counters, each key beginning with `keyPrefix`; if Redis is unreachable each gateway falls back to
+   * its own memory counters.
+   */
+  static redis(client: Redis, keyPrefix = DEFAULT_REDIS_KEY_PREFIX) {
     return new RateLimits(
       (w) =>
         new RateLimiterRedis({
           storeClient: client,
-          keyPrefix: `oc_rl:${prefix(w)}`,
+          keyPrefix: `${keyPrefix}${prefix(w)}`,
           points: w.points,
           duration: w.durationSeconds,
           insuranceLimiter: new RateLimiterMemory({ keyPrefix: prefix(w), points: w.points, duration: w.durationSeconds }),
