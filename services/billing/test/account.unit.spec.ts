@@ -233,18 +233,27 @@ describe('account decider', () => {
     for (const id of near) expect(given.when(reserve(id))).toMatchObject({ events: [{ type: 'FundsReserved' }] });
   });
 
-  it('keeps a busy account the size of its last minutes of work', () => {
+  it('keeps a busy account the size of its last minutes of work, and recognises all of them, from its snapshot too', () => {
     const events: AccountEvent[] = [created, credited(1_000_000_000)];
-    // Twenty completions a second for two hours, each settled the second it was reserved.
-    for (let second = 0; second < 7_200; second++) {
-      for (let i = 0; i < 20; i++) events.push(reserved(`chatcmpl_${second}x${i}`, 1, second, second + 660), capturedAt(`chatcmpl_${second}x${i}`, 1, second));
+    // Fifty completions a second for twenty minutes, each settled the second it was reserved; ids as long as
+    // chat's, so that a minute's fill more than one string.
+    const id = (second: number, i: number) => `chatcmpl_${String(second).padStart(6, '0')}${String(i).padStart(6, '0')}AbCdEfGhIjKl`;
+    for (let second = 0; second < 1_200; second++) {
+      for (let i = 0; i < 50; i++) events.push(reserved(id(second, i), 1, second, second + 660), capturedAt(id(second, i), 1, second));
     }
     const state = events.reduce(accountDecider.evolve, accountDecider.initialState());
     if (state.status !== 'open') throw new Error('expected an open account');
     // The window and the minute it is forgotten by.
-    expect(state.settled.size).toBeLessThanOrEqual(20 * (REPEAT_WINDOW_SECONDS + 60));
-    expect(accountDecider.decide(reserve('chatcmpl_7199x19', 7_200), state)).toEqual([]);
-    expect(accountDecider.decide(reserve('chatcmpl_0x0', 7_200), state)).toMatchObject([{ type: 'FundsReserved' }]);
+    expect(state.settled.size).toBeLessThanOrEqual(50 * (REPEAT_WINDOW_SECONDS + 60));
+    const { snapshot } = accountDecider;
+    const restored = snapshot.decode(JSON.parse(JSON.stringify(snapshot.encode(state))));
+    for (const s of [state, restored]) {
+      for (let second = 1_200 - REPEAT_WINDOW_SECONDS; second < 1_200; second += 7) {
+        for (const i of [0, 17, 49]) expect(accountDecider.decide(reserve(id(second, i), 1_200), s)).toEqual([]);
+      }
+      expect(accountDecider.decide(reserve(id(0, 0), 1_200), s)).toMatchObject([{ type: 'FundsReserved' }]);
+      expect(accountDecider.decide(reserve(id(1_199, 50), 1_200), s)).toMatchObject([{ type: 'FundsReserved' }]);
+    }
   });
 
   it('keeps the state of a long-lived account the size of its recent work', () => {
