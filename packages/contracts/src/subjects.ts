@@ -113,6 +113,9 @@ export function natsNames(prefix: string = DEFAULT_NATS_PREFIX) {
     subject: (subject: string) => `${prefix}.${subject}`,
     eventsStream: `${prefix.toUpperCase()}_EVENTS`,
     eventSubject: (service: string, type: string) => `${prefix}.events.${service}.${type}`,
+    /** Leases (`relay.<service>`: which replica runs the service's outbox relay), on the stream `<PREFIX>_LEASES`. */
+    leasesStream: `${prefix.toUpperCase()}_LEASES`,
+    lease: (key: string) => `${prefix}.leases.${key}`,
     /** Where a running replica answers "still here" (its name as one subject-safe token). */
     presence: (service: string, replica: string) => `${prefix}.presence.${service}.${subjectToken(replica)}`,
   };

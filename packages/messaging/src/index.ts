@@ -7,5 +7,6 @@ export { exponentialBackoff, type EventErrorHandler, type RetryDelay } from './r
 export { ensureEventsStream, startOutboxRelay, type OutboxRelayOptions } from './outbox-relay';
 export { EventStoreEventBus, type EventStoreEventBusOptions } from './eventstore-bus';
 export { JetStreamEventBus, type JetStreamEventBusOptions } from './jetstream-bus';
+export { jetStreamLeaseStore, type LeaseHolder, type LeaseRecord, type LeaseStore, type LeaseTimers, type LeasedWorkOptions, runLeased } from './lease';
 export { natsPresence, ReplicaNameInUseError, type NatsPresence, type ReplicaWatch, watchReplicas } from './presence';
 export { MessageTracingInterceptor, traceServiceClient } from './tracing';

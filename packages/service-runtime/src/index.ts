@@ -19,11 +19,13 @@ import {
 import { openEventStores } from '@oc/eventstore/open';
 import {
   ensureEventsStream,
+  jetStreamLeaseStore,
   MessageTracingInterceptor,
   natsPresence,
   natsServerStrategy,
   NatsServiceClient,
   ReplicaNameInUseError,
+  runLeased,
   type ServiceClient,
   startOutboxRelay,
   traceServiceClient,
@@ -114,13 +116,22 @@ export async function runServiceProcess<
     process.exit(78);
   });
   await ensureEventsStream(await jetstreamManager(nc), config.NATS_PREFIX);
-  const relay = await startOutboxRelay({
-    service,
-    prefix: config.NATS_PREFIX,
-    owns: ownsStream(service),
-    eventStore: stores.store,
-    checkpoints: stores.checkpoints,
-    js: jetstream(nc),
+  // One replica publishes the service's events: the others' copies would only be dropped by JetStream as duplicates.
+  const relay = runLeased({
+    leases: await jetStreamLeaseStore(nc, { prefix: config.NATS_PREFIX }),
+    key: `relay.${service}`,
+    replicas,
+    start: () =>
+      startOutboxRelay({
+        service,
+        prefix: config.NATS_PREFIX,
+        owns: ownsStream(service),
+        eventStore: stores.store,
+        checkpoints: stores.checkpoints,
+        js: jetstream(nc),
+      }),
+    onHeld: (held) => logger.info({ replica: self }, held ? 'outbox relay: this replica publishes' : 'outbox relay: this replica stopped publishing'),
+    onError: (error) => logger.warn({ err: error }, 'outbox relay lease'),
   });
 
   const traced = telemetry.enabled;
@@ -158,8 +169,8 @@ export async function runServiceProcess<
     probes?.close();
     await app.close();
     await instance.close();
-    await replicas.stop();
     await relay.stop();
+    await replicas.stop();
     await nats.close();
     await stores.close();
     snapshots.close();
