@@ -195,14 +195,23 @@ for (const service of SERVICES) {
   }
 }
 
-/** Stops every process once; a second Ctrl-C (or any signal) while they close waits for the same. */
+/**
+ * Stops every process once; a second Ctrl-C (or any signal) while they close waits for the same. Each lets its
+ * work in flight finish (SHUTDOWN_GRACE_MS) before it exits, and billing goes last: what the others finish
+ * meanwhile (a chat stream's charge) is settled with it.
+ */
 let stopped;
 function stop(code) {
   stopping = true;
+  const signalled = (which) => {
+    const group = [...children.values()].filter(which);
+    const exits = group.map(({ child }) => new Promise((r) => child.once('exit', r)));
+    for (const { child } of group) child.kill('SIGTERM');
+    return Promise.all(exits);
+  };
   stopped ??= (async () => {
-    const exits = [...children.values()].map(({ child }) => new Promise((r) => child.once('exit', r)));
-    for (const { child } of children.values()) child.kill('SIGTERM');
-    await Promise.all(exits);
+    await signalled(({ service }) => service !== 'billing');
+    await signalled(({ service }) => service === 'billing');
     process.exit(code);
   })();
   return stopped;

@@ -55,7 +55,8 @@ describe.skipIf(!nats)('pnpm start:distributed', () => {
     NATS_URL: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
     NATS_PREFIX: prefix,
     SIM_VIDEO_DURATION_MS: '0',
-    CHAT_SIMULATOR_WORD_DELAY_MS: '0',
+    // Paced, so that a stream is still running when the command is stopped (about 1.5 s for the one below).
+    CHAT_SIMULATOR_WORD_DELAY_MS: '30',
     // The test's receiver listens on this machine.
     WEBHOOK_ALLOW_PRIVATE: '1',
   });
@@ -161,8 +162,21 @@ describe.skipIf(!nats)('pnpm start:distributed', () => {
     expect(output).not.toMatch(/^\[[a-z]+\] \{/m);
   });
 
-  it('stops every process on SIGTERM, and a second start keeps the data, the webhook key and creates no second demo', async () => {
-    expect(await stop()).toBe(0);
+  it('stops every process on SIGTERM once the chat stream in flight has ended and been charged, and a second start keeps the data, the webhook key and creates no second demo', async () => {
+    const before = (await call('GET', '/v1/account/balance')).body.available as number;
+    const stream = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${demoKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat-2', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'How do community gardens change a neighbourhood?' }] }),
+    });
+    const reader = stream.body!.getReader();
+    let streamed = new TextDecoder().decode((await reader.read()).value);
+    const stopped = stop();
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) streamed += new TextDecoder().decode(chunk.value);
+    // Billing stops after the others: the stream's charge is settled before it goes.
+    expect(streamed).toMatch(/data: \[DONE\]\n\n$/);
+    const usage = JSON.parse(streamed.split('\n\n').at(-3)!.slice(6)).usage as { total_tokens: number };
+    expect(await stopped).toBe(0);
     await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
     // Where an earlier version of this command kept the key: it is moved to the shared place and still opens the secrets.
     const key = await readFile(join(dataDir, 'webhook-secret-key'), 'utf8');
@@ -170,6 +184,9 @@ describe.skipIf(!nats)('pnpm start:distributed', () => {
     await start();
     expect(output).toMatch(/Admin token: in .*admin-token/);
     expect(output).not.toMatch(/Demo organization/);
+    const after = (await call('GET', '/v1/account/balance')).body;
+    // 0.08 USD per 1,000 tokens: 80 micro-USD a token.
+    expect({ available: Math.round(after.available * 1e6), reserved: after.reserved }).toEqual({ available: Math.round(before * 1e6) - usage.total_tokens * 80, reserved: 0 });
     expect(await readFile(join(dataDir, 'webhook-secret-key'), 'utf8')).toBe(key);
     await expect(stat(join(dataDir, 'webhook', 'webhook-secret-key'))).rejects.toThrow();
     await completedVideoDelivered();
