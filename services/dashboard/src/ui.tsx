@@ -1,37 +1,52 @@
 import { type ReactNode, useCallback, useEffect, useId, useRef, useState } from 'react';
 import { ApiFailure } from './api';
 
-/** Loads on mount and when `deps` change; `reload` fetches again (quietly, keeping what is shown). */
-export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []) {
-  const [data, setData] = useState<T | undefined>(undefined);
-  const [error, setError] = useState<unknown>(undefined);
+/**
+ * Loads on mount and when `deps` change; `reload` fetches again (quietly, keeping what is shown). What is shown
+ * is the answer to the latest request: an earlier one answering later (a slow poll overtaken by the reload after
+ * a delete) is dropped, so it can neither bring back what was removed nor an error a newer answer cleared. A
+ * success clears the error, and new `deps` clear what the old ones showed, error included. With `refreshMs`,
+ * it loads again that often while the page is visible, and at once when the page is shown again.
+ */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = [], refreshMs?: number) {
+  const [shown, setShown] = useState<{ data?: T; error?: unknown }>({});
   const current = useRef(load);
   current.current = load;
+  const latest = useRef(0);
   const reload = useCallback(async () => {
+    const request = ++latest.current;
     try {
-      setData(await current.current());
-      setError(undefined);
-    } catch (e) {
-      setError(e);
+      const data = await current.current();
+      if (request === latest.current) setShown({ data });
+    } catch (error) {
+      if (request === latest.current) setShown((before) => ({ data: before.data, error }));
     }
   }, []);
   useEffect(() => {
-    setData(undefined);
+    setShown({});
     void reload();
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, deps);
-  return { data, error, reload, loading: data === undefined && error === undefined };
-}
-
-/** Calls `tick` every `ms` while `active`. */
-export function useInterval(tick: () => void, ms: number, active: boolean) {
-  const saved = useRef(tick);
-  saved.current = tick;
   useEffect(() => {
-    if (!active) return;
-    const id = setInterval(() => saved.current(), ms);
-    return () => clearInterval(id);
-  }, [ms, active]);
+    if (refreshMs === undefined) return;
+    let timer: ReturnType<typeof setInterval> | undefined;
+    // A hidden tab asks nothing; shown again, it catches up at once rather than at the next tick.
+    const follow = (catchUp: boolean) => {
+      clearInterval(timer);
+      if (document.visibilityState !== 'visible') return;
+      if (catchUp) void reload();
+      timer = setInterval(() => void reload(), refreshMs);
+    };
+    const onVisibility = () => follow(true);
+    follow(false);
+    document.addEventListener('visibilitychange', onVisibility);
+    return () => {
+      clearInterval(timer);
+      document.removeEventListener('visibilitychange', onVisibility);
+    };
+  }, [refreshMs, reload]);
+  const { data, error } = shown;
+  return { data, error, reload, loading: data === undefined && error === undefined };
 }
 
 export function messageOf(error: unknown): string {
@@ -39,11 +54,27 @@ export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-export function ErrorNote({ error }: { error: unknown }) {
+/** A failure another try may not meet: the network, a timeout, a limit, the service's own trouble. */
+const passing = (error: unknown) =>
+  !(error instanceof ApiFailure) || error.status === 0 || error.status === 408 || error.status === 429 || error.status >= 500;
+
+/**
+ * An error, until what failed succeeds. `retry` loads again what could not be loaded, offered for a failure
+ * that may pass (a 404 stays a 404).
+ */
+export function ErrorNote({ error, retry }: { error: unknown; retry?: () => unknown }) {
   if (error === undefined || error === null) return null;
   return (
     <p className="error" role="alert">
       {messageOf(error)}
+      {retry && passing(error) && (
+        <>
+          {' '}
+          <button type="button" className="link" onClick={() => void retry()}>
+            Try again
+          </button>
+        </>
+      )}
     </p>
   );
 }
@@ -92,7 +123,15 @@ export function ConfirmButton(props: {
   };
   return (
     <>
-      <button type="button" className={props.className ?? 'danger'} onClick={() => dialog.current?.showModal()}>
+      <button
+        type="button"
+        className={props.className ?? 'danger'}
+        onClick={() => {
+          // What went wrong last time is not what will happen now: the dialog opens without it.
+          setError(undefined);
+          dialog.current?.showModal();
+        }}
+      >
         {props.label}
       </button>
       <dialog ref={dialog} aria-labelledby={titleId}>

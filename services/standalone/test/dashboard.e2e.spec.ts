@@ -3,7 +3,8 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { type Browser, type BrowserContext, chromium, type Page, type Response as PlaywrightResponse } from 'playwright-core';
+import { SCOPES } from '@oc/contracts';
+import { type Browser, type BrowserContext, chromium, type Page, type Request, type Response as PlaywrightResponse, type Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadStandaloneConfig } from '../src/config';
 import { type Standalone, startStandalone } from '../src/standalone';
@@ -33,9 +34,22 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
   /** Failures the test provokes on purpose (Bob opening Ada's transcript). */
   const expectedErrors: RegExp[] = [];
   let key = '';
+  let acmeId = '';
+  /** Acme's test key (`oc_test_…`): its videos are never charged. */
+  let testKey = '';
   let chatSessionId = '';
   /** Every API answer the browser got, checked against the OpenAPI document: what failed to match. */
   const answers: Promise<string | undefined>[] = [];
+  /** Requests the test answered itself with a failure, which no service made and the document need not hold. */
+  const provoked = new WeakSet<Request>();
+  const failWith503 = (route: Route) => {
+    provoked.add(route.request());
+    return route.fulfill({
+      status: 503,
+      contentType: 'application/json',
+      body: JSON.stringify({ error: { type: 'api_error', code: 'service_unavailable', message: 'The service is temporarily unavailable. Please retry.' } }),
+    });
+  };
 
   const checkAnswer = async (response: PlaywrightResponse): Promise<string | undefined> => {
     const url = new URL(response.url());
@@ -58,10 +72,10 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
     });
     return (await res.json()) as any;
   };
-  const v1 = (method: string, path: string, body?: unknown) =>
+  const v1 = (method: string, path: string, body?: unknown, as = key) =>
     fetch(`${app.url}/v1${path}`, {
       method,
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${as}`, 'content-type': 'application/json' },
       ...(body ? { body: JSON.stringify(body) } : {}),
     });
   const shot = (name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
@@ -141,6 +155,7 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
       }),
     });
     const acme = await admin('POST', '/organizations', { name: 'Acme', tier: 'standard' });
+    acmeId = acme.id;
     await admin('POST', `/organizations/${acme.id}/credits`, { amount: 10, description: 'Welcome credit' });
     await admin('POST', `/organizations/${acme.id}/members`, { email: 'ada@acme.test', name: 'Ada', password: PASSWORD });
     const globex = await admin('POST', '/organizations', { name: 'Globex', tier: 'free' });
@@ -158,6 +173,7 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
     page.on('pageerror', (error) => consoleErrors.push(error.message));
     page.on('response', (response) => {
       const url = new URL(response.url());
+      if (provoked.has(response.request())) return;
       if (url.origin === app.url && /^\/(v1|console\/v1|admin\/v1)\//.test(url.pathname)) answers.push(checkAnswer(response));
     });
   });
@@ -300,12 +316,167 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
     await page.setViewportSize({ width: 1280, height: 900 });
   });
 
+  it('shows a video created through the API after the page loaded, without a reload', async () => {
+    testKey = (await admin('POST', `/organizations/${acmeId}/keys`, { name: 'ci-test', scopes: ['video:read', 'video:write'], mode: 'test' })).key;
+    expect(testKey).toMatch(/^oc_test_/);
+    await go('Videos');
+    await expect.poll(() => page.getByText(/^Loading /).count()).toBe(0);
+    // Nothing on the page is being made: only the list's own refresh can show the new video.
+    expect(await page.locator('.badge.queued, .badge.in_progress').count()).toBe(0);
+    await page.evaluate(() => ((globalThis as any).sameDocument = true));
+    const created = await v1('POST', '/videos', { model: 'video-2', prompt: 'A kite over a windy beach at dusk', seconds: '4', size: '1280x720' }, testKey);
+    expect(created.status).toBe(200);
+    const { id } = (await created.json()) as { id: string };
+    const item = page.locator(`[data-video-id="${id}"]`);
+    await expect.poll(() => item.count(), { timeout: 15_000, interval: 250 }).toBe(1);
+    await expect.poll(() => item.locator('.badge').textContent(), { timeout: 15_000, interval: 250 }).toBe('completed');
+    expect(await page.evaluate(() => (globalThis as any).sameDocument)).toBe(true);
+  });
+
+  it("shows no cost for a test key's video nor a failed one, and the price of a charged one", async () => {
+    const failing = await v1('POST', '/videos', { model: 'video-2', prompt: 'A lighthouse in a storm [sim:fail=generation_failed]', seconds: '4', size: '1280x720' });
+    const { id: failedId } = (await failing.json()) as { id: string };
+    const status = async () => ((await (await v1('GET', `/videos/${failedId}`)).json()) as { status: string }).status;
+    await expect.poll(status, { timeout: 15_000, interval: 250 }).toBe('failed');
+    await page.reload();
+    const failed = page.locator(`[data-video-id="${failedId}"]`);
+    expect(await failed.locator('.badge').textContent()).toBe('failed');
+    expect(await failed.getByTestId('cost').textContent()).toBe('Not charged (failed)');
+    expect(await page.locator('.video', { hasText: 'A kite over a windy beach' }).getByTestId('cost').textContent()).toBe('Not charged (test key)');
+    expect(await page.locator('.video', { hasText: 'A paper boat' }).getByTestId('cost').textContent()).toBe('$0.40');
+    await shot('videos-costs');
+  });
+
+  it('never lets an answer overtaken by a newer one bring back a deleted video', async () => {
+    const kite = page.locator('.video', { hasText: 'A kite over a windy beach' });
+    const list = /\/console\/v1\/videos\?/;
+    let stale: Request | undefined;
+    let answerStale!: () => void;
+    const held = new Promise<void>((resolve) => (answerStale = resolve));
+    let holding = true;
+    // The next refresh reads the list while the video is still there; its answer is held until after the delete.
+    await page.route(list, async (route) => {
+      if (!holding) return route.continue();
+      holding = false;
+      const before = await route.fetch();
+      stale = route.request();
+      await held;
+      await route.fulfill({ response: before });
+    });
+    try {
+      await expect.poll(() => stale !== undefined, { timeout: 10_000 }).toBe(true);
+      await kite.getByRole('button', { name: 'Delete' }).click();
+      await page.getByRole('dialog', { name: 'Delete this video?' }).getByRole('button', { name: 'Delete video' }).click();
+      await expect.poll(() => kite.count()).toBe(0);
+      const answered = page.waitForResponse((r) => r.request() === stale);
+      answerStale();
+      await answered;
+      // Two frames: time for the page to have read and shown the held answer, if it were to show it.
+      await page.evaluate(() => new Promise((resolve) => (globalThis as any).requestAnimationFrame(() => (globalThis as any).requestAnimationFrame(resolve))));
+      expect(await kite.count()).toBe(0);
+    } finally {
+      answerStale();
+      await page.unroute(list);
+    }
+  });
+
+  it("keeps a dialog's error for the try that failed: opened again, it has none", async () => {
+    const failed = page.locator('.video', { hasText: 'A lighthouse in a storm' });
+    const id = await failed.getAttribute('data-video-id');
+    expectedErrors.push(new RegExp(`status of 503.*console/v1/videos/${id}`));
+    await page.route(`**/console/v1/videos/${id}`, failWith503, { times: 1 });
+    await failed.getByRole('button', { name: 'Delete' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Delete this video?' });
+    await dialog.getByRole('button', { name: 'Delete video' }).click();
+    await expect.poll(() => dialog.getByRole('alert').textContent()).toContain('service_unavailable');
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await failed.getByRole('button', { name: 'Delete' }).click();
+    await expect.poll(() => dialog.getByRole('alert').count()).toBe(0);
+    await dialog.getByRole('button', { name: 'Delete video' }).click();
+    await expect.poll(() => failed.count()).toBe(0);
+  });
+
+  it('clears a failed load’s error once trying again succeeds', async () => {
+    expectedErrors.push(/status of 503.*console\/v1\/key-usage/);
+    const usage = /\/console\/v1\/key-usage\?/;
+    let failing = true;
+    await page.route(usage, (route) => (failing ? failWith503(route) : route.continue()));
+    try {
+      await go('API keys');
+      await expect.poll(() => page.getByRole('alert').textContent()).toContain('service_unavailable');
+      failing = false;
+      await page.getByRole('alert').getByRole('button', { name: 'Try again' }).click();
+      await expect.poll(() => page.getByRole('alert').count()).toBe(0);
+      expect(await page.locator('tr', { hasText: key.slice(0, 12) }).getByTestId('requests-per-day').textContent()).toMatch(/^(<0\.1|[\d.,]+)$/);
+    } finally {
+      await page.unroute(usage);
+    }
+  });
+
+  it("drops the error of the transcript it leaves: the next one's load shows none", async () => {
+    expectedErrors.push(/404.*chat\/sessions\/chat_doesnotexist/);
+    await page.goto(`${app.url}/dashboard/chat/chat_doesnotexist`);
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('resource_not_found');
+    let answer!: () => void;
+    const held = new Promise<void>((resolve) => (answer = resolve));
+    const transcript = `**/console/v1/chat/sessions/${chatSessionId}`;
+    await page.route(transcript, async (route) => {
+      await held;
+      await route.continue();
+    });
+    try {
+      await page.getByRole('link', { name: new RegExp(chatSessionId) }).click();
+      // Still loading the transcript asked for: the other one's "not found" is not this one's.
+      await expect.poll(() => page.getByRole('alert').count()).toBe(0);
+      expect(await page.getByText('Loading the transcript…').count()).toBe(1);
+      answer();
+      await page.getByText('How do I start a community garden?').waitFor();
+    } finally {
+      answer();
+      await page.unroute(transcript);
+    }
+  });
+
+  it("shows a key's small use as a daily average above 0, and its table fits 1280 px and 375 px", async () => {
+    // The widest row the table must hold: a long name without spaces and every scope.
+    const wide = await admin('POST', `/organizations/${acmeId}/keys`, { name: 'nightly-reconciliation-worker-eu-west-1-production', scopes: [...SCOPES] });
+    await go('API keys');
+    const row = page.locator(`tr[data-key-id="${wide.id}"]`);
+    await row.waitFor();
+    // The test key made one or two requests today, which the next read of key usage counts.
+    const testRow = page.locator('tr', { hasText: testKey.slice(0, 12) });
+    const today = async () => {
+      await page.reload();
+      await testRow.waitFor();
+      return Number(await testRow.getByTestId('requests-today').textContent());
+    };
+    await expect.poll(today, { timeout: 10_000 }).toBeGreaterThan(0);
+    const requests = Number(await testRow.getByTestId('requests-today').textContent());
+    const average = await testRow.getByTestId('requests-per-day').textContent();
+    expect(average).not.toBe('0');
+    expect(Number(average)).toBeCloseTo(requests / 7, 1);
+    for (const width of [1280, 375]) {
+      await page.setViewportSize({ width, height: 800 });
+      const fit = await page.evaluate(() => {
+        const { document: doc, innerWidth } = globalThis as any;
+        const wrap = doc.querySelector('.table-wrap');
+        return { page: doc.documentElement.scrollWidth - innerWidth, table: wrap.scrollWidth - wrap.clientWidth };
+      });
+      expect(fit.page, `the page, at ${width} px`).toBeLessThanOrEqual(0);
+      expect(fit.table, `the keys table, at ${width} px`).toBeLessThanOrEqual(0);
+      expect(await fitsWidth()).toBe(true);
+      await shot(`keys-wide-${width}`);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+
   it('revokes the key after a confirmation, and the next API call gets 401', async () => {
     await go('API keys');
     const row = page.locator('tr', { hasText: key.slice(0, 12) });
     // The calls made with it above are counted: last used, and requests today.
-    expect(await row.locator('td').nth(4).textContent()).not.toBe('—');
-    expect(await row.locator('td.num').textContent()).toMatch(/^[1-9]\d* \/ \d+$/);
+    expect(await row.getByTestId('last-used').textContent()).not.toBe('—');
+    expect(Number(await row.getByTestId('requests-today').textContent())).toBeGreaterThan(0);
+    expect(await row.getByTestId('requests-per-day').textContent()).not.toBe('0');
     await row.getByRole('button', { name: 'Revoke' }).click();
     const dialog = page.getByRole('dialog', { name: 'Revoke “ci”?' });
     await dialog.getByRole('button', { name: 'Revoke key' }).click();

@@ -14,7 +14,7 @@ export function ChatSessions({ open }: { open?: string }) {
       <div className="split">
         <section className="panel" aria-labelledby="sessions-title">
           <h2 id="sessions-title">Sessions</h2>
-          <ErrorNote error={sessions.error} />
+          <ErrorNote error={sessions.error} retry={sessions.reload} />
           {sessions.loading && <Loading what="sessions" />}
           {sessions.data?.data.length === 0 && <Empty>No chat sessions yet.</Empty>}
           <ul className="plain">
@@ -40,7 +40,7 @@ function Transcript({ id }: { id: string }) {
       <h2 id="transcript-title">
         Transcript <span className="mono">{id}</span>
       </h2>
-      <ErrorNote error={session.error} />
+      <ErrorNote error={session.error} retry={session.reload} />
       {session.loading && <Loading what="the transcript" />}
       <ol className="transcript">
         {session.data?.messages.map((m, i) => (

@@ -1,21 +1,24 @@
 import { type ApiKey, type CreatedApiKey, type KeyDailyUsage, SCOPES } from '@oc/contracts';
 import { type FormEvent, useState } from 'react';
 import { api } from '../api';
-import { when } from '../format';
+import { perDay, when } from '../format';
 import { ConfirmButton, Empty, ErrorNote, Loading, PageHeader, SecretOnce, useLoad } from '../ui';
+
+/** The days of use each key's average is over. */
+const USAGE_DAYS = 7;
 
 const status = (key: ApiKey) =>
   key.revoked_at !== null ? 'revoked' : key.expires_at !== null && key.expires_at * 1000 <= Date.now() ? 'expired' : 'active';
 
 export function Keys() {
   const keys = useLoad(() => api<{ data: ApiKey[] }>('GET', '/keys'));
-  const usage = useLoad(() => api<KeyDailyUsage>('GET', '/key-usage?days=7'));
+  const usage = useLoad(() => api<KeyDailyUsage>('GET', `/key-usage?days=${USAGE_DAYS}`));
   const [created, setCreated] = useState<CreatedApiKey | undefined>(undefined);
   const today = new Date().toISOString().slice(0, 10);
-  const perDay = (keyId: string) => {
+  const used = (keyId: string) => {
     const rows = usage.data?.data.filter((u) => u.key_id === keyId) ?? [];
-    const week = rows.reduce((sum, u) => sum + u.requests, 0);
-    return { today: rows.find((u) => u.date === today)?.requests ?? 0, average: Math.round(week / 7) };
+    const total = rows.reduce((sum, u) => sum + u.requests, 0);
+    return { today: rows.find((u) => u.date === today)?.requests ?? 0, average: perDay(total, USAGE_DAYS) };
   };
   return (
     <>
@@ -35,12 +38,13 @@ export function Keys() {
       )}
       <section className="panel" aria-labelledby="keys-title">
         <h2 id="keys-title">Keys</h2>
-        <ErrorNote error={keys.error ?? usage.error} />
+        <ErrorNote error={keys.error ?? usage.error} retry={() => Promise.all([keys.reload(), usage.reload()])} />
         {keys.loading && <Loading what="keys" />}
         {keys.data?.data.length === 0 && <Empty>No keys yet.</Empty>}
         {keys.data && keys.data.data.length > 0 && (
           <div className="table-wrap">
-            <table>
+            {/* Under 640 px each key is a card: every cell under its column's name (data-label). */}
+            <table className="stacked">
               <thead>
                 <tr>
                   <th scope="col">Name</th>
@@ -49,7 +53,10 @@ export function Keys() {
                   <th scope="col">Created</th>
                   <th scope="col">Last used</th>
                   <th scope="col" className="num">
-                    Requests today / day (7-day avg.)
+                    Requests today
+                  </th>
+                  <th scope="col" className="num">
+                    Daily average ({USAGE_DAYS} days)
                   </th>
                   <th scope="col">Status</th>
                   <th scope="col">
@@ -59,24 +66,33 @@ export function Keys() {
               </thead>
               <tbody>
                 {keys.data.data.map((key) => {
-                  const use = perDay(key.id);
+                  const use = used(key.id);
                   return (
                     <tr key={key.id} data-key-id={key.id}>
-                      <td>{key.name}</td>
-                      <td className="mono">{key.prefix}…</td>
-                      <td>
+                      <td data-label="Name" className="wrap">
+                        {key.name}
+                      </td>
+                      <td data-label="Prefix" className="mono">
+                        {key.prefix}…
+                      </td>
+                      <td data-label="Scopes">
                         <ul className="tags">
                           {key.scopes.map((s) => (
                             <li key={s}>{s}</li>
                           ))}
                         </ul>
                       </td>
-                      <td>{when(key.created)}</td>
-                      <td>{when(key.last_used_at)}</td>
-                      <td className="num">
-                        {use.today} / {use.average}
+                      <td data-label="Created">{when(key.created)}</td>
+                      <td data-label="Last used" data-testid="last-used">
+                        {when(key.last_used_at)}
                       </td>
-                      <td>
+                      <td data-label="Requests today" className="num" data-testid="requests-today">
+                        {use.today}
+                      </td>
+                      <td data-label={`Daily average (${USAGE_DAYS} days)`} className="num" data-testid="requests-per-day">
+                        {use.average}
+                      </td>
+                      <td data-label="Status">
                         <span className={`badge ${status(key)}`}>{status(key)}</span>
                       </td>
                       <td>

@@ -21,7 +21,7 @@ export function Ledger() {
         Every movement of your balance, newest first: credits, reservations (funds held for work), captures (what the work cost; the
         rest returns) and releases. “Available after” is the running balance.
       </p>
-      <ErrorNote error={page.error} />
+      <ErrorNote error={page.error} retry={page.reload} />
       {page.loading && <Loading what="the ledger" />}
       {page.data?.data.length === 0 && <Empty>No entries yet.</Empty>}
       {page.data && page.data.data.length > 0 && (

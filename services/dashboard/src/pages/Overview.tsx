@@ -31,12 +31,12 @@ export function Overview() {
           </p>
         </div>
       </section>
-      <ErrorNote error={balance.error} />
+      <ErrorNote error={balance.error} retry={balance.reload} />
       <section aria-labelledby="spend-title" className="panel">
         <h2 id="spend-title">
           Spend, last 30 days{spend.data ? `: ${usd(spend.data.total)}` : ''}
         </h2>
-        <ErrorNote error={spend.error} />
+        <ErrorNote error={spend.error} retry={spend.reload} />
         {spend.loading && <Loading what="spend" />}
         {spend.data && (
           <>

@@ -2,9 +2,9 @@ import { type DeploymentStatus, type DeploymentStatusList, USAGE_GROUPS, type Us
 import { type FormEvent, useState } from 'react';
 import { api, query } from '../api';
 import { usd } from '../format';
-import { Empty, ErrorNote, Loading, PageHeader, useInterval, useLoad } from '../ui';
+import { Empty, ErrorNote, Loading, PageHeader, useLoad } from '../ui';
 
-/** A circuit opens within seconds of a provider failing: the table follows it while the page is open. */
+/** A circuit opens within seconds of a provider failing: the table follows it while the page is in view. */
 const REFRESH_MS = 5_000;
 
 /** The badge colours the other pages use for in use, waiting and refused. */
@@ -22,8 +22,7 @@ const latency = (ms: number | null) => (ms === null ? '—' : `${count(Math.roun
 const share = (rate: number | null) => (rate === null ? '—' : `${(rate * 100).toFixed(1)} %`);
 
 export function Providers() {
-  const deployments = useLoad(() => api<DeploymentStatusList>('GET', '/admin/providers'));
-  useInterval(() => void deployments.reload(), REFRESH_MS, true);
+  const deployments = useLoad(() => api<DeploymentStatusList>('GET', '/admin/providers'), [], REFRESH_MS);
   return (
     <>
       <PageHeader title="Providers" />
@@ -33,7 +32,7 @@ export function Providers() {
       </p>
       <section className="panel" aria-labelledby="deployments-title">
         <h2 id="deployments-title">Deployments</h2>
-        <ErrorNote error={deployments.error} />
+        <ErrorNote error={deployments.error} retry={deployments.reload} />
         {deployments.loading && <Loading what="deployments" />}
         {deployments.data?.data.length === 0 && <Empty>No deployments configured.</Empty>}
         {deployments.data && deployments.data.data.length > 0 && (
@@ -138,7 +137,7 @@ function Usage() {
           </button>
         </div>
       </form>
-      <ErrorNote error={report.error} />
+      <ErrorNote error={report.error} retry={report.reload} />
       {report.loading && <Loading what="usage" />}
       {r?.data.length === 0 && <Empty>No paid requests in these days.</Empty>}
       {r && r.data.length > 0 && (

@@ -1,10 +1,13 @@
 import type { Video } from '@oc/contracts';
 import { useState } from 'react';
 import { API, api } from '../api';
-import { usd, when } from '../format';
-import { ConfirmButton, Empty, ErrorNote, Loading, PageHeader, useInterval, useLoad } from '../ui';
+import { videoCost, when } from '../format';
+import { ConfirmButton, Empty, ErrorNote, Loading, PageHeader, useLoad } from '../ui';
 
-/** The spec asks clients to look at a video no more often than every 5 seconds while it is being made. */
+/**
+ * The list is read again this often while the page is in view, so videos created since it loaded appear and
+ * running ones progress: the spec asks clients to look at a video no more often than every 5 seconds.
+ */
 const POLL_MS = 5_000;
 
 const running = (v: Video) => v.status === 'queued' || v.status === 'in_progress';
@@ -16,14 +19,16 @@ function storage(v: Video): string {
 }
 
 export function Videos() {
-  const videos = useLoad(() => api<{ data: Video[]; has_more: boolean }>('GET', '/videos?limit=50'));
+  const videos = useLoad(() => api<{ data: Video[]; has_more: boolean }>('GET', '/videos?limit=50'), [], POLL_MS);
   const [playing, setPlaying] = useState<string | undefined>(undefined);
-  useInterval(() => void videos.reload(), POLL_MS, videos.data?.data.some(running) ?? false);
   return (
     <>
       <PageHeader title="Videos" />
-      <p className="muted">Videos your organization created through the API, newest first. Progress updates every 5 seconds while a video is being made.</p>
-      <ErrorNote error={videos.error} />
+      <p className="muted">
+        Videos your organization created through the API, newest first. The list updates every 5 seconds while this page is open: new
+        videos appear and progress moves on without a reload.
+      </p>
+      <ErrorNote error={videos.error} retry={videos.reload} />
       {videos.loading && <Loading what="videos" />}
       {videos.data?.data.length === 0 && <Empty>No videos yet. Create one with POST /v1/videos.</Empty>}
       {videos.data && videos.data.data.length > 0 && (
@@ -53,7 +58,7 @@ export function Videos() {
                 </div>
                 <div>
                   <dt>Cost</dt>
-                  <dd>{usd(v['x-cost'].amount)}</dd>
+                  <dd data-testid="cost">{videoCost(v)}</dd>
                 </div>
                 <div>
                   <dt>Storage</dt>
