@@ -1,4 +1,4 @@
-import type { RequestListener, ServerResponse } from 'node:http';
+import type { RequestListener } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PROBE_PATHS, serviceUnavailable } from '@oc/contracts';
 import { sendError } from './http';
@@ -25,7 +25,7 @@ const isProbe = (url: string | undefined) => {
 export class Drain {
   /** Aborted once the grace is over: the chat completions still running are given up. */
   readonly cut = new AbortController();
-  private readonly inFlight = new Set<ServerResponse>();
+  private inFlight = 0;
   private idle: (() => void) | undefined;
   private started = false;
 
@@ -41,10 +41,9 @@ export class Drain {
         res.setHeader('Connection', 'close');
         return sendError(res, shuttingDown());
       }
-      this.inFlight.add(res);
+      this.inFlight++;
       res.once('close', () => {
-        this.inFlight.delete(res);
-        if (this.inFlight.size === 0) this.idle?.();
+        if (--this.inFlight === 0) this.idle?.();
       });
       app(req, res);
     };
@@ -60,7 +59,7 @@ export class Drain {
 
   /** Whether every request in flight ended within `ms`. */
   private async ended(ms: number): Promise<boolean> {
-    if (this.inFlight.size === 0) return true;
+    if (this.inFlight === 0) return true;
     const waited = new AbortController();
     const timeUp = sleep(ms, false, { signal: waited.signal }).catch(() => false);
     const ended = await Promise.race([new Promise<boolean>((resolve) => (this.idle = () => resolve(true))), timeUp]);
