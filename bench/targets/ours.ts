@@ -122,7 +122,9 @@ export async function startDistributed(
 async function deleteEventsStream(natsUrl: string, prefix: string): Promise<void> {
   const nc = await connect({ servers: natsUrl });
   try {
-    await (await jetstreamManager(nc)).streams.delete(natsNames(prefix).eventsStream).catch(() => undefined);
+    const jsm = await jetstreamManager(nc);
+    const { eventsStream, leasesStream } = natsNames(prefix);
+    for (const stream of [eventsStream, leasesStream]) await jsm.streams.delete(stream).catch(() => undefined);
   } finally {
     await nc.close();
   }

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ensureEventsStream, jetStreamLeaseStore, natsPresence, runLeased, startOutboxRelay } from '../src';
 import { NATS_URL, natsAvailable, uniqueSuffix } from './nats';
 
-const { eventsStream: EVENTS_STREAM, eventSubject } = natsNames();
+const { eventsStream: EVENTS_STREAM, eventSubject, leasesStream: LEASES_STREAM, lease: leaseSubject } = natsNames();
 const LEASE = { leaseMs: 1_500, renewMs: 200, marginMs: 500 };
 
 /**
@@ -60,6 +60,7 @@ describe.skipIf(!(await natsAvailable()))('one outbox relay per service, under a
     const checkpoints = new SqliteCheckpointStore(store);
     cleanups.push(
       () => jsm.streams.purge(EVENTS_STREAM, { filter: eventSubject(service, '>') }),
+      () => jsm.streams.purge(LEASES_STREAM, { filter: leaseSubject(`relay.${service}`) }),
       () => store.close(),
     );
     let appended = 0;

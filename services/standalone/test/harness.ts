@@ -98,12 +98,13 @@ const natsUrl = () => process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
  */
 export const uniqueNatsPrefix = () => `t${randomBytes(6).toString('hex')}`;
 
-/** The run's JetStream stream goes with it, so runs do not pile streams up on the server. */
+/** The run's JetStream streams (its events, its leases) go with it, so runs do not pile streams up on the server. */
 export async function deleteEventsStream(prefix: string): Promise<void> {
   const nc = await connect({ servers: natsUrl() });
   try {
     const jsm = await jetstreamManager(nc);
-    await jsm.streams.delete(natsNames(prefix).eventsStream).catch(() => undefined);
+    const { eventsStream, leasesStream } = natsNames(prefix);
+    for (const stream of [eventsStream, leasesStream]) await jsm.streams.delete(stream).catch(() => undefined);
   } finally {
     await nc.close();
   }
