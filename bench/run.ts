@@ -1,7 +1,8 @@
 /**
  * `pnpm bench [--quick] [--distributed] [--history [--history-organizations N]] [--only chat,stream,get,video]`:
  * starts every target in one run, drives them from a separate load process, and prints one report, ratios
- * first. See docs/performance.md for what each row means.
+ * first. See docs/performance.md for what each row means. `pnpm bench --soak <minutes>` instead holds the chat
+ * path at its maximum rate that long and reports the service's memory every minute (`soak.ts`).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -13,6 +14,7 @@ import { LoadProcess } from './load-client';
 import { FULL, QUICK } from './measure';
 import { Processes, ROOT } from './processes';
 import { allValid, render, type Results, save } from './report';
+import { soak } from './soak';
 import { type Bench, CHAT, chatSection, type Deployment, getSection, NAMES, streamSection, videoSection } from './sections';
 import { createTenants } from './setup';
 import { HISTORY } from './seed';
@@ -31,6 +33,7 @@ function options() {
       history: { type: 'boolean', default: false },
       'history-organizations': { type: 'string', default: String(HISTORY.organizations) },
       only: { type: 'string' },
+      soak: { type: 'string' },
     },
   });
   const only = values.only?.split(',').map((s) => s.trim()) ?? null;
@@ -39,7 +42,10 @@ function options() {
   if (values.quick && (values.distributed || values.history)) console.log('--quick skips --distributed and --history.');
   const historyOrganizations = Number(values['history-organizations']);
   if (!Number.isInteger(historyOrganizations) || historyOrganizations < 1) throw new Error('--history-organizations takes a positive integer');
+  const soakMinutes = values.soak === undefined ? undefined : Number(values.soak);
+  if (soakMinutes !== undefined && (!Number.isInteger(soakMinutes) || soakMinutes < 1)) throw new Error('--soak takes a whole number of minutes');
   return {
+    soakMinutes,
     quick: values.quick,
     distributed: values.distributed && !values.quick,
     history: values.history && !values.quick,
@@ -134,12 +140,16 @@ process.once('SIGINT', () => void processes.stopAll().then(() => process.exit(13
 
 let exitCode = 1;
 try {
-  const results = await bench(opts, processes, runDir, began);
-  const text = render(results);
-  console.log(`\n${text}\n`);
-  console.log(`Results written to ${await save(results, text)}${results.options.quick || results.options.only ? '' : ' and docs/performance.md'}.`);
-  if (results.valid) exitCode = 0;
-  else console.error('\n!!! Some requests failed: the rows marked INVALID do not count. See the messages above.');
+  if (opts.soakMinutes !== undefined) {
+    if (await soak(opts.soakMinutes, processes, runDir)) exitCode = 0;
+  } else {
+    const results = await bench(opts, processes, runDir, began);
+    const text = render(results);
+    console.log(`\n${text}\n`);
+    console.log(`Results written to ${await save(results, text)}${results.options.quick || results.options.only ? '' : ' and docs/performance.md'}.`);
+    if (results.valid) exitCode = 0;
+    else console.error('\n!!! Some requests failed: the rows marked INVALID do not count. See the messages above.');
+  }
 } catch (error) {
   console.error(`\n!!! The bench failed: ${(error as Error).stack ?? String(error)}`);
 } finally {
