@@ -255,7 +255,7 @@ describe('chat service', () => {
     await start();
     provider.hangAfter = 2;
     const whole = chat
-      .createChatCompletion({ model: 'chat-2', messages: [{ role: 'user', content: 'Hello' }], stream: false, org_id: 'org_1', mode: 'live' }, { watchTo: 'chat.streams.w1' })
+      .createChatCompletion({ model: 'chat-2', messages: [{ role: 'user', content: 'Hello' }], stream: false, temperature: 1, org_id: 'org_1', mode: 'live' }, { watchTo: 'chat.streams.w1' })
       .catch((error: unknown) => error);
     await vi.waitFor(() => expect(provider.requests).toHaveLength(1));
     chat.cancelStream('chat.streams.w1');
