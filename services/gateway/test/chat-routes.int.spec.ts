@@ -147,6 +147,18 @@ describe('streamed completions through the gateway', () => {
     );
   });
 
+  it('tells the chat service to stop a stream it gave up for silence, so that it is charged for what it delivered', async () => {
+    let subject = '';
+    script = (streamTo) => {
+      subject = streamTo;
+      broker.publish(streamTo, { kind: 'data', seq: 0, data: chunk('Hel') });
+    };
+    const cancelled = await cancelsDuring(async () => {
+      expect(await (await streamed()).text()).toMatch(/"code":"stream_timeout"/);
+    });
+    expect(cancelled).toEqual([{ stream_to: subject }]);
+  });
+
   it('passes an error frame on in the form the SDKs raise, and closes the stream', async () => {
     script = (streamTo) =>
       broker.publish(streamTo, {
