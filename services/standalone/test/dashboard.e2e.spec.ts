@@ -338,7 +338,9 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
     const { id: failedId } = (await failing.json()) as { id: string };
     const status = async () => ((await (await v1('GET', `/videos/${failedId}`)).json()) as { status: string }).status;
     await expect.poll(status, { timeout: 15_000, interval: 250 }).toBe('failed');
-    await page.reload();
+    // Loaded afresh, not by the list's refresh; moving within the app, as reloading could cut a refresh's answer short.
+    await go('Overview');
+    await go('Videos');
     const failed = page.locator(`[data-video-id="${failedId}"]`);
     expect(await failed.locator('.badge').textContent()).toBe('failed');
     expect(await failed.getByTestId('cost').textContent()).toBe('Not charged (failed)');
@@ -415,6 +417,7 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
 
   it("drops the error of the transcript it leaves: the next one's load shows none", async () => {
     expectedErrors.push(/404.*chat\/sessions\/chat_doesnotexist/);
+    await page.waitForLoadState('networkidle');
     await page.goto(`${app.url}/dashboard/chat/chat_doesnotexist`);
     await expect.poll(() => page.getByRole('alert').textContent()).toContain('resource_not_found');
     let answer!: () => void;
@@ -446,6 +449,8 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
     // The test key made one or two requests today, which the next read of key usage counts.
     const testRow = page.locator('tr', { hasText: testKey.slice(0, 12) });
     const today = async () => {
+      // Every answer read before the page goes (the OpenAPI check reads each one).
+      await page.waitForLoadState('networkidle');
       await page.reload();
       await testRow.waitFor();
       return Number(await testRow.getByTestId('requests-today').textContent());
