@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fail, ManualClock, ok, sortableIds, type Reply, serviceUnavailable, Subjects, type Video } from '@oc/contracts';
+import { DomainError, fail, ManualClock, ok, sortableIds, type Reply, serviceUnavailable, Subjects, toApiError, type Video } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
 import type { ServiceClient } from '@oc/messaging';
 import { SqliteReadModelStore } from '@oc/readmodel';
@@ -25,6 +25,9 @@ class FakeBilling {
   readonly usages = new Map<string, unknown>();
   readonly releases: string[] = [];
   unavailableCaptures = 0;
+  /** Captures refused because billing already let the hold expire (and gave the funds back). */
+  lapsedCaptures = 0;
+  readonly refusedCaptures: string[] = [];
   /** Reserve, then never answer: the video service dies before it hears back. */
   hangingReserves = 0;
 
@@ -42,6 +45,11 @@ class FakeBilling {
         if (this.unavailableCaptures > 0) {
           this.unavailableCaptures--;
           return fail(serviceUnavailable());
+        }
+        if (this.lapsedCaptures > 0) {
+          this.refusedCaptures.push(id);
+          this.reserved.delete(id);
+          return fail(toApiError(new DomainError({ kind: 'Conflict', code: 'reservation_expired', message: `Reservation '${id}' expired.` })));
         }
         if (this.reserved.delete(id)) {
           this.captures.push(id);
@@ -421,6 +429,24 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     await runDue();
     expect(billing.captures).toEqual([created.id]);
     expect(billing.releases).toEqual([]);
+  });
+
+  it('records a completed video whose hold billing let expire as not charged, and asks for its capture no more', async () => {
+    const { service } = await start();
+    const created = await service.create(request);
+    await runDue();
+    Object.assign(upstreamJob(), { status: 'completed', progress: 100 });
+    billing.lapsedCaptures = 1;
+    clock.advance(5_000);
+    await runDue();
+    const video = await retrieve(created.id);
+    expect(video).toMatchObject({ status: 'completed', 'x-billing': 'released' });
+    for (let step = 0; step < 3; step++) {
+      clock.advance(5_000);
+      await runDue();
+    }
+    expect(billing.refusedCaptures).toEqual([created.id]);
+    expect(billing.captures).toEqual([]);
   });
 
   it('fails with timeout, refunded once, a job whose service came back after the time limit', async () => {

@@ -171,6 +171,12 @@ describe('video decider', () => {
     expect(spec.given(completed).when({ type: 'RecordSettlement', replica: R, outcome: 'charged' })).toEqual({
       events: [{ type: 'VideoCharged', data: { ...key, amount_micros: 400_000 } }],
     });
+    // Billing let the hold expire before the capture: the completed video is recorded as given back, so its
+    // settlement is no longer due (it was retried at every step, for ever).
+    const lapsed = history(queue(), accept, start, complete, { type: 'RecordSettlement', replica: R, outcome: 'lapsed' });
+    expect(lapsed.at(-1)).toEqual({ type: 'VideoRefunded', data: { ...key, amount_micros: 400_000 } });
+    expect(spec.given(lapsed).when({ type: 'RecordSettlement', replica: R, outcome: 'charged' })).toEqual({ events: [] });
+    expect(spec.given(history(queue(), accept, start, fail())).when({ type: 'RecordSettlement', replica: R, outcome: 'lapsed' })).toEqual({ events: [] });
     const charged = history(queue(), accept, start, complete, { type: 'RecordSettlement', replica: R, outcome: 'charged' });
     expect(spec.given(charged).when({ type: 'RecordSettlement', replica: R, outcome: 'charged' })).toEqual({ events: [] });
 

@@ -181,7 +181,7 @@ export class VideoJobs {
     const expired = !reply.ok && reply.error.code === 'reservation_expired';
     if (!reply.ok && !nothingHeld && !expired) throw new ApiError(reply.error);
     if (expired) this.deps.logger.warn({ videoId: state.videoId }, 'reservation expired before the video was settled; not charged');
-    await this.apply(state.videoId, { type: 'RecordSettlement', outcome: due === 'capture' && !expired ? 'charged' : 'refunded' });
+    await this.apply(state.videoId, { type: 'RecordSettlement', outcome: due === 'release' ? 'refunded' : expired ? 'lapsed' : 'charged' });
   }
 
   /**

@@ -49,7 +49,11 @@ export type VideoCommand =
   | { type: 'FailGeneration'; code: VideoFailureCode; message: string; replica: string }
   | { type: 'PersistVideo'; url: string; now: number; replica: string }
   | { type: 'ExpireVideo'; now: number; replica: string }
-  | { type: 'RecordSettlement'; outcome: 'charged' | 'refunded'; replica: string }
+  /**
+   * How billing settled the reservation: the capture charged it, the release gave it back, or (`lapsed`) the
+   * capture came after billing had let the hold expire, so a completed video was given back uncharged.
+   */
+  | { type: 'RecordSettlement'; outcome: 'charged' | 'refunded' | 'lapsed'; replica: string }
   | { type: 'DeleteVideo'; now: number }
   /** `replica` runs the job from now on, if `from` still did (null: a video from before replicas). */
   | { type: 'TakeOverJob'; replica: string; from: string | null };
@@ -236,7 +240,7 @@ function decide(command: VideoCommand, state: VideoState): VideoJobEvent[] {
 
     case 'RecordSettlement': {
       const due = settlementDue(state);
-      const wanted = command.outcome === 'charged' ? 'capture' : 'release';
+      const wanted = command.outcome === 'refunded' ? 'release' : 'capture';
       if (due !== wanted) return [];
       return command.outcome === 'charged'
         ? [{ type: 'VideoCharged', data: { ...key, amount_micros: state.costMicros } }]
