@@ -29,10 +29,10 @@ export const VIDEO_COMMANDS: Command[] = [
         size: values.size ?? '1280x720',
       });
       if (!values.wait) {
-        ctx.print(video, () => `Created ${video.id} (${video.status}; ${usd(video['x-cost'].amount)} reserved)\nFollow it: oc videos get ${video.id}`);
+        ctx.print(video, () => `Created ${video.id} (${video.status}; ${held(video)})\nFollow it: oc videos get ${video.id}`);
         return;
       }
-      if (!ctx.json) ctx.io.stderr.write(`Created ${video.id} (${usd(video['x-cost'].amount)} reserved); Ctrl-C stops waiting, not the video\n`);
+      if (!ctx.json) ctx.io.stderr.write(`Created ${video.id} (${held(video)}); Ctrl-C stops waiting, not the video\n`);
       const done = await follow(ctx, video);
       if (done.status === 'failed') {
         ctx.print(done, () => videoText(done));
@@ -40,7 +40,9 @@ export const VIDEO_COMMANDS: Command[] = [
       }
       const file = values.output ?? `${done.id}.mp4`;
       const bytes = await download(ctx, done.id, file);
-      ctx.print(done, () => `${done.id} completed, charged ${usd(done['x-cost'].amount)}\nSaved ${file} (${size(bytes)})`);
+      // A completed video's capture follows its completion: its price is what it is charged.
+      const paid = done['x-billing'] === 'test' ? 'not charged (test key)' : `charged ${usd(done['x-cost'].amount)}`;
+      ctx.print(done, () => `${done.id} completed, ${paid}\nSaved ${file} (${size(bytes)})`);
     },
   },
   {
@@ -166,6 +168,16 @@ function size(bytes: number): string {
   return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 }
 
+/** What the organization pays of a video's cost, as its x-billing says. */
+const BILLING: Record<Video['x-billing'], string> = {
+  reserved: 'reserved',
+  charged: 'charged',
+  released: 'not charged (failed)',
+  test: 'not charged (test key)',
+};
+
+const held = (v: Video) => (v['x-billing'] === 'test' ? BILLING.test : `${usd(v['x-cost'].amount)} reserved`);
+
 function videoText(v: Video): string {
   const rows: [string, string][] = [
     ['id', v.id],
@@ -173,7 +185,7 @@ function videoText(v: Video): string {
     ['model', v.model],
     ['seconds', v.seconds],
     ['size', v.size],
-    ['cost', usd(v['x-cost'].amount)],
+    ['cost', `${usd(v['x-cost'].amount)}, ${BILLING[v['x-billing']]}`],
     ['created', time(v.created)],
     ['prompt', v.prompt],
   ];

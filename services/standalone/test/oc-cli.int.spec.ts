@@ -194,6 +194,19 @@ describe('oc, run by an API user against a running service', () => {
       expect((await readFile(join(cwd, `${id}.mp4`))).subarray(4, 8).toString()).toBe('ftyp');
     });
 
+    it("says a test key's video is not charged, when created, finished and read", async () => {
+      const scopes = ['video:read', 'video:write'].flatMap((s) => ['--scope', s]);
+      const testKey = JSON.parse((await oc(operator, ['keys', 'create', orgId, '--name', 'cli-test', ...scopes, '--test', '--json'])).stdout).key;
+      const testEnv = { ...env, OC_API_KEY: testKey };
+      const cwd = await mkdtemp(join(dir, 'test-videos-'));
+      const { code, stdout, stderr } = await oc(testEnv, ['videos', 'create', '--prompt', PROMPT, '--wait'], { cwd });
+      expect(code).toBe(0);
+      const id = /^(video_\S+) completed, not charged \(test key\)\n/.exec(stdout)?.[1];
+      expect(id, stdout).toBeDefined();
+      expect(stderr.split('\n')[0]).toBe(`Created ${id} (not charged (test key)); Ctrl-C stops waiting, not the video`);
+      expect((await oc(testEnv, ['videos', 'get', id!])).stdout).toMatch(/cost\s+\$0\.40, not charged \(test key\)/);
+    });
+
     it('create --wait draws a bar on a terminal, and with --json prints the finished video alone', async () => {
       const output = join(dir, 'bar.mp4');
       const tty = await oc(env, ['videos', 'create', '--prompt', PROMPT, '--wait', '--output', output], { stderr: { write: () => true, isTTY: true } });
