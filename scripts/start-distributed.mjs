@@ -106,8 +106,8 @@ const common = {
 };
 
 /**
- * Replica `n` (1-based) of a service: its own name and read models, and the service's data directory
- * (video files) shared with its other replicas. Replica 1 keeps the one-replica layout.
+ * Replica `n` (1-based) of a service: its own name, and the service's data directory shared with its other
+ * replicas (video files, and the read models that one of them projects and all of them read).
  */
 function processEnv(service, n) {
   if (service === 'gateway') {
@@ -123,7 +123,6 @@ function processEnv(service, n) {
     ...common,
     DATA_DIR: join(dataDir, service),
     REPLICA_ID: `${service}-${n}`,
-    ...(n > 1 ? { READMODEL_FILE: join(dataDir, service, `read-models-${n}.sqlite`) } : {}),
     ...(service === 'webhook' ? webhookKey : {}),
     ...(service === 'video' ? { PUBLIC_BASE_URL: env.PUBLIC_BASE_URL ?? local } : {}),
     // The rendered clips are shared: one replica renders them ahead, the others on demand.

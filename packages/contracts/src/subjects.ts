@@ -116,6 +116,8 @@ export function natsNames(prefix: string = DEFAULT_NATS_PREFIX) {
     /** Leases (`relay.<service>`: which replica runs the service's outbox relay), on the stream `<PREFIX>_LEASES`. */
     leasesStream: `${prefix.toUpperCase()}_LEASES`,
     lease: (key: string) => `${prefix}.leases.${key}`,
+    /** A query waits for this position of the log in the service's read models: heard by the replica projecting them. */
+    projectionWanted: (service: string) => `${prefix}.projections.${service}.wanted`,
     /** Where a running replica answers "still here" (its name as one subject-safe token). */
     presence: (service: string, replica: string) => `${prefix}.presence.${service}.${subjectToken(replica)}`,
   };

@@ -5,3 +5,4 @@ export * from './mongodb';
 export * from './projection';
 export * from './pagination';
 export * from './projection-thread';
+export * from './shared';

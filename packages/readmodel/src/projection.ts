@@ -187,6 +187,11 @@ export interface ProjectionRunnerOptions {
   commitDelayMs?: number;
   /** Told each position the read models come to show. */
   onPosition?: (position: number) => void;
+  /**
+   * Other processes learn what the read models show from the stored checkpoints (`sharedProjection`): they
+   * then move with every batch, one that wrote nothing included, rather than every `CHECKPOINT_EVERY_EVENTS`.
+   */
+  sharedCheckpoints?: boolean;
 }
 
 /**
@@ -368,16 +373,16 @@ export class ProjectionRunner implements Projector {
       }
       const last = events.at(-1)!.position;
       this.#applied = last;
-      if (!uncommitted) {
+      if (!uncommitted && !this.options.sharedCheckpoints) {
         // Nothing to write: the store already shows these events; the checkpoint follows now and then.
         this.#reached(last);
         if (last - this.#checkpointed >= CHECKPOINT_EVERY_EVENTS) await this.#commit();
         return;
       }
-      uncommitted.events += events.length;
+      if (uncommitted) uncommitted.events += events.length;
       const waited = [...this.#waiters].some((w) => w.position <= last);
       const delay = this.options.commitDelayMs ?? COMMIT_DELAY_MS;
-      if (waited || delay === 0 || uncommitted.events >= MAX_UNCOMMITTED_EVENTS) await this.#commit();
+      if (waited || delay === 0 || (uncommitted?.events ?? 0) >= MAX_UNCOMMITTED_EVENTS) await this.#commit();
       else this.#commitSoon(delay);
     });
   }

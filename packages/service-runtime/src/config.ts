@@ -18,8 +18,8 @@ export const serviceProcessConfig = (service: OwningService) =>
     EVENTSTORE_FILE: z.string().min(1).optional(),
     MONGO_URL: z.string().optional(),
     /**
-     * The SQLite read models when MONGO_URL is unset; `$DATA_DIR/read-models.sqlite` by default. Each replica
-     * projects the shared log into a file of its own.
+     * The SQLite read models when MONGO_URL is unset; `$DATA_DIR/read-models.sqlite` by default. The replicas of
+     * a service share it: the one holding the lease `projector.<service>` writes it, every replica reads it.
      */
     READMODEL_FILE: z.string().min(1).optional(),
     /** This replica's name among the service's running replicas; the host name by default. */

@@ -30,7 +30,14 @@ import {
   startOutboxRelay,
   traceServiceClient,
 } from '@oc/messaging';
-import { MongoReadModelStore, type ReadModelStore, SqliteReadModelStore } from '@oc/readmodel';
+import {
+  MongoReadModelStore,
+  type ProjectionWishes,
+  type ProjectorFactory,
+  type ReadModelStore,
+  sharedProjection,
+  SqliteReadModelStore,
+} from '@oc/readmodel';
 import { createLogger, type Logger, type Telemetry } from '@oc/telemetry';
 import type { DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -44,7 +51,10 @@ export interface ServiceInfrastructure {
   checkpoints: CheckpointStore;
   /** Kept states of long streams (`DATA_DIR/snapshots.sqlite`, a cache beside any event store). */
   snapshots: SnapshotStore;
+  /** The service's read models, which every replica reads; written only by the one that projects. */
   readModels: ReadModelStore;
+  /** Projects the service's read models on one replica at a time, the holder of the lease `projector.<service>`. */
+  projector: ProjectorFactory;
   client: ServiceClient;
   nc: NatsConnection;
   logger: Logger;
@@ -57,6 +67,21 @@ export interface ServiceInfrastructure {
  * the requests taken are waited for this much beyond the grace.
  */
 const SETTLE_AFTER_GRACE_MS = 5_000;
+
+/** Positions queries wait for, told to the replica that projects over core NATS (lost when nobody listens: it catches up anyway). */
+function natsWishes(nc: NatsConnection, subject: string): ProjectionWishes {
+  return {
+    tell: (position) => nc.publish(subject, String(position)),
+    hear(listener) {
+      const subscription = nc.subscribe(subject, {
+        callback: (error, message) => {
+          if (!error) listener(Number(message.string()));
+        },
+      });
+      return { close: () => subscription.unsubscribe() };
+    },
+  };
+}
 
 /** A readiness check that hangs (NATS reconnecting) counts as not ready. */
 const within = <T>(ms: number, check: Promise<T>) =>
@@ -100,12 +125,12 @@ export async function runServiceProcess<
   await ensurePrivateDir(config.DATA_DIR);
   const stores = openLog(() => openEventStores({ eventStoreUrl: config.EVENTSTORE_URL, sqliteFile: config.EVENTSTORE_FILE ?? join(config.DATA_DIR, 'events.sqlite') }));
   const snapshots = openSnapshotStore(config.DATA_DIR, logger);
+  const readModelFile = config.READMODEL_FILE ?? join(config.DATA_DIR, 'read-models.sqlite');
+  const onRebuilt = (message: string) => logger.warn(message);
+  // Queries only: the replica holding the projector lease writes, through a store of its own (`projector`).
   const readModels = config.MONGO_URL
     ? await MongoReadModelStore.connect(config.MONGO_URL, `oc_${service}`)
-    : new SqliteReadModelStore({
-        filename: config.READMODEL_FILE ?? join(config.DATA_DIR, 'read-models.sqlite'),
-        onRebuilt: (message) => logger.warn(message),
-      });
+    : new SqliteReadModelStore({ filename: readModelFile, writes: 'none', onRebuilt });
   const nats = new NatsServiceClient({ servers: config.NATS_URL, prefix: config.NATS_PREFIX });
   const nc = await nats.connection();
   const self = options.replicaId ?? config.REPLICA_ID ?? hostname();
@@ -116,9 +141,10 @@ export async function runServiceProcess<
     process.exit(78);
   });
   await ensureEventsStream(await jetstreamManager(nc), config.NATS_PREFIX);
+  const leases = await jetStreamLeaseStore(nc, { prefix: config.NATS_PREFIX });
   // One replica publishes the service's events: the others' copies would only be dropped by JetStream as duplicates.
   const relay = runLeased({
-    leases: await jetStreamLeaseStore(nc, { prefix: config.NATS_PREFIX }),
+    leases,
     key: `relay.${service}`,
     replicas,
     start: () =>
@@ -133,6 +159,29 @@ export async function runServiceProcess<
     onHeld: (held) => logger.info({ replica: self }, held ? 'outbox relay: this replica publishes' : 'outbox relay: this replica stopped publishing'),
     onError: (error) => logger.warn({ err: error }, 'outbox relay lease'),
   });
+  // One replica projects the service's read models into the store they all read: every replica doing it was
+  // most of the CPU a request cost with two replicas (issue 29).
+  const projector = sharedProjection({
+    lease: (start) =>
+      runLeased({
+        leases,
+        key: `projector.${service}`,
+        replicas,
+        start,
+        onHeld: (held) => logger.info({ replica: self }, held ? 'projector: this replica projects' : 'projector: this replica stopped projecting'),
+        onError: (error) => logger.warn({ err: error }, 'projector lease'),
+      }),
+    wishes: natsWishes(nc, natsNames(config.NATS_PREFIX).projectionWanted(service)),
+    openWriter: () => {
+      // MongoDB: the same database, written through the same client, which the process closes itself.
+      if (!config.MONGO_URL) {
+        const store = new SqliteReadModelStore({ filename: readModelFile, onRebuilt });
+        return { store, close: () => store.close() };
+      }
+      return { store: readModels, close: async () => {} };
+    },
+    pollMs: config.MONGO_URL ? 10 : 2,
+  });
 
   const traced = telemetry.enabled;
   const instance = await options.create({
@@ -142,6 +191,7 @@ export async function runServiceProcess<
     checkpoints: stores.checkpoints,
     snapshots,
     readModels,
+    projector,
     client: traced ? traceServiceClient(nats, { system: 'nats', destination: natsNames(config.NATS_PREFIX).subject }) : nats,
     nc,
     logger,

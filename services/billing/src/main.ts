@@ -13,6 +13,6 @@ await runServiceProcess({
   version: pkg.version,
   config,
   telemetry,
-  create: ({ eventStore, snapshots, readModels, client, logger, replicas }) =>
-    createBilling({ eventStore, snapshots, readModels, client, clock: systemClock, ids: sortableIds, logger, replicas }),
+  create: ({ eventStore, snapshots, readModels, projector, client, logger, replicas }) =>
+    createBilling({ eventStore, snapshots, readModels, projector, client, clock: systemClock, ids: sortableIds, logger, replicas }),
 });

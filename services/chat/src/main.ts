@@ -15,6 +15,6 @@ await runServiceProcess({
   config,
   telemetry,
   replicaId: config.CHAT_REPLICA_ID ?? config.REPLICA_ID,
-  create: ({ eventStore, readModels, client, logger, replicas }) =>
-    createChat({ eventStore, readModels, client, clock: systemClock, ids: sortableIds, logger, replicas, ...chatSettings(config) }),
+  create: ({ eventStore, readModels, projector, client, logger, replicas }) =>
+    createChat({ eventStore, readModels, projector, client, clock: systemClock, ids: sortableIds, logger, replicas, ...chatSettings(config) }),
 });

@@ -13,11 +13,12 @@ await runServiceProcess({
   version: pkg.version,
   config,
   telemetry,
-  create: ({ eventStore, readModels, client, logger, replicas }) =>
+  create: ({ eventStore, readModels, projector, client, logger, replicas }) =>
     createVideo({
       replicas,
       eventStore,
       readModels,
+      projector,
       client,
       clock: systemClock,
       ids: sortableIds,

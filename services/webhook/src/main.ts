@@ -21,7 +21,7 @@ await runServiceProcess({
   version: pkg.version,
   config,
   telemetry,
-  create: async ({ eventStore, snapshots, readModels, client, nc, logger, replicas }) => {
+  create: async ({ eventStore, snapshots, readModels, projector, client, nc, logger, replicas }) => {
     const mode = webhookMode(config, 'production');
     // Development mode is a warning: on a server it would let deliveries reach the host's own services.
     logger[mode.mode === 'production' ? 'info' : 'warn']({ webhook_mode: mode.mode }, webhookModeLine(mode, config.WEBHOOK_ALLOW_PRIVATE === '1'));
@@ -33,6 +33,7 @@ await runServiceProcess({
       eventStore,
       snapshots,
       readModels,
+      projector,
       bus,
       followVideoEvents: (handler) => bus.follow({ service: 'video', types: Object.keys(VideoNotifications) }, handler),
       client,
