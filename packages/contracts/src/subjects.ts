@@ -105,6 +105,30 @@ export const NatsPrefixSchema = z
   .describe('1 to 32 letters, digits, - or _; every subject and the JetStream stream carry it');
 
 /**
+ * `NATS_URL`: one server, or several separated by commas (the nodes of a cluster), so that a client whose node
+ * goes away reconnects to another; the NATS client takes a comma-joined string as one address.
+ */
+export const NatsUrlSchema = z
+  .string()
+  .default('nats://127.0.0.1:4222')
+  .transform((urls) => urls.split(',').map((url) => url.trim()).filter(Boolean))
+  .pipe(z.array(z.string()).min(1))
+  .describe('a NATS URL, or several separated by commas');
+
+/**
+ * `NATS_STREAM_REPLICAS`: how many servers of a NATS cluster keep each JetStream stream the services create (the
+ * events, the leases; their consumers follow the stream), so that one server lost loses no event. At most the
+ * cluster's size; 1 on a single server.
+ */
+export const NatsStreamReplicasSchema = z.coerce
+  .number()
+  .int()
+  .min(1)
+  .max(5)
+  .default(1)
+  .describe('1 to 5, at most the number of NATS servers in the cluster');
+
+/**
  * The names one deployment uses on a NATS server: `<prefix>.<subject>` for requests and broadcasts,
  * `<prefix>.events.<service>.<EventType>` on the stream `<PREFIX>_EVENTS` for domain events.
  */

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { JetStreamApiCodes, JetStreamApiError, jetstreamManager, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type Clock, natsNames, randomId, type Replicas } from '@oc/contracts';
+import { ensureStream } from './streams';
 
 /** Who holds a lease: a replica's name, and which run of it (a replica started again under its name is another run). */
 export interface LeaseHolder {
@@ -25,19 +26,18 @@ export interface LeaseStore {
 /**
  * Leases on a JetStream stream of their own (`<PREFIX>_LEASES`, the last message per key kept): a write is a
  * publish expecting the key's last sequence, which is what the KV API does underneath. `timeoutMs` bounds
- * each read and write, so that a holder cut off from NATS hears it well within its lease.
+ * each read and write, so that a holder cut off from NATS hears it well within its lease; on a cluster,
+ * `replicas` servers keep the stream (`NATS_STREAM_REPLICAS`).
  */
-export async function jetStreamLeaseStore(nc: NatsConnection, options: { prefix?: string; timeoutMs?: number } = {}): Promise<LeaseStore> {
+export async function jetStreamLeaseStore(
+  nc: NatsConnection,
+  options: { prefix?: string; timeoutMs?: number; replicas?: number } = {},
+): Promise<LeaseStore> {
   const names = natsNames(options.prefix);
   const timeout = options.timeoutMs ?? 1_000;
   const jsm = await jetstreamManager(nc, { timeout });
-  const config = { subjects: [names.lease('>')], storage: StorageType.File, max_msgs_per_subject: 1 };
-  try {
-    await jsm.streams.update(names.leasesStream, config);
-  } catch (error) {
-    if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)) throw error;
-    await jsm.streams.add({ name: names.leasesStream, ...config });
-  }
+  const config = { subjects: [names.lease('>')], storage: StorageType.File, max_msgs_per_subject: 1, num_replicas: options.replicas ?? 1 };
+  await ensureStream(jsm, names.leasesStream, config);
   const js = jsm.jetstream();
   return {
     async read(key) {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Msg, NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
+import { type Msg, type NatsConnection, RequestError, type Subscription as NatsSubscription } from '@nats-io/transport-node';
 import { Logger } from '@nestjs/common';
 import { ClientNats, type NatsContext, NatsRecordBuilder, ServerNats, type NatsOptions } from '@nestjs/microservices';
 import { natsNames, type NatsNames, type Reply } from '@oc/contracts';
@@ -21,6 +21,9 @@ export type NatsDeploymentOptions = NatsConnectOptions & { prefix?: string };
 // The client library gives up after 10 reconnect attempts by default, which would leave a service
 // silently deaf after a NATS restart; keep reconnecting instead.
 const RECONNECT_FOREVER = { maxReconnectAttempts: -1 } as const;
+
+/** Flushes tried while reconnecting, one per server tried at most: a cluster of up to five, or one down for good. */
+const FLUSH_ATTEMPTS = 5;
 
 /** Nest's NATS server, which a stopping process drains before it closes. */
 export interface DrainingServerNats extends ServerNats {
@@ -140,6 +143,20 @@ export class NatsServiceClient implements ServiceClient {
     return (await this.client.connect()) as NatsConnection;
   }
 
+  /**
+   * The connection once made, also while it reconnects: Nest's `connect()` refuses from a disconnect until the
+   * reconnect (its server gone, in a cluster), where the connection itself keeps what is sent for the server it
+   * reconnects to, subscriptions included.
+   */
+  private held: Promise<NatsConnection> | undefined;
+  private heldConnection(): Promise<NatsConnection> {
+    this.held ??= this.connection().catch((error: unknown) => {
+      this.held = undefined;
+      throw error;
+    });
+    return this.held;
+  }
+
   async request<T>(subject: string, payload: unknown, options: RequestOptions = {}): Promise<Reply<T>> {
     const record = new NatsRecordBuilder(payload).setHeaders(toNatsHeaders(options.headers)).build();
     try {
@@ -152,7 +169,7 @@ export class NatsServiceClient implements ServiceClient {
   }
 
   async broadcast(subject: string, payload: unknown): Promise<void> {
-    const nc = await this.connection();
+    const nc = await this.heldConnection();
     nc.publish(this.names.subject(subject), JSON.stringify(payload ?? null));
     // Flushed so the notice is at the server before anything this caller sends next on another
     // connection (e.g. billing's answer to a key revocation).
@@ -160,15 +177,24 @@ export class NatsServiceClient implements ServiceClient {
   }
 
   async onBroadcast(subject: string, handler: (payload: unknown) => void): Promise<Subscription> {
-    const nc = await this.connection();
+    const nc = await this.heldConnection();
     const subscription = nc.subscribe(this.names.subject(subject), {
       callback: (error, msg) => {
         if (error) return this.logger.error(error);
         deliverSafely(() => handler(msg.json()), (e) => this.logger.error(e));
       },
     });
-    // Once the server has the interest, a broadcast sent from anywhere afterwards reaches us.
-    await nc.flush();
+    // Once the server has the interest, a broadcast sent from anywhere afterwards reaches us. A flush cut by the
+    // connection's loss (its server gone, in a cluster) is asked again, as each server the client then tries cuts it
+    // too: the client subscribes anew on the server it reconnects to before that flush comes back.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await nc.flush();
+        break;
+      } catch (error) {
+        if (!(error instanceof RequestError) || attempt === FLUSH_ATTEMPTS) throw error;
+      }
+    }
     return { stop: async () => subscription.unsubscribe() };
   }
 
@@ -177,6 +203,7 @@ export class NatsServiceClient implements ServiceClient {
   }
 
   async close(): Promise<void> {
+    this.held = undefined;
     await this.client.close();
   }
 }

@@ -1,35 +1,29 @@
-import {
-  JetStreamApiCodes,
-  JetStreamApiError,
-  StorageType,
-  type JetStreamClient,
-  type JetStreamManager,
-} from '@nats-io/jetstream';
+import { StorageType, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { Logger } from '@nestjs/common';
 import { natsNames } from '@oc/contracts';
 import { telemetryEnabled } from '@oc/telemetry';
 import type { CheckpointStore, EventStore, StoredEvent, Subscription } from '@oc/eventstore';
 import { describe, exponentialBackoff, subscribeCheckpointed, type EventErrorHandler, type RetryDelay } from './retry';
+import { ensureStream } from './streams';
 import { publishEvent } from './tracing';
 import { toNatsHeaders } from './wire';
 
-/** Creates the `EVENTS` stream, or brings an existing one to this configuration. */
-export async function ensureEventsStream(jsm: JetStreamManager, prefix?: string): Promise<void> {
+/**
+ * Creates the `EVENTS` stream, or brings an existing one to this configuration; on a cluster, `replicas` servers
+ * keep it (`NATS_STREAM_REPLICAS`).
+ */
+export async function ensureEventsStream(jsm: JetStreamManager, prefix?: string, replicas = 1): Promise<void> {
   const names = natsNames(prefix);
   const config = {
     subjects: [names.eventSubject('*', '>')],
     storage: StorageType.File,
+    num_replicas: replicas,
     // The relay republishes after a crash between publish and checkpoint; within this window
     // JetStream drops the copy by its message id. Restarts take seconds, two minutes is ample.
     duplicate_window: nanos(2 * 60_000),
   };
-  try {
-    await jsm.streams.update(names.eventsStream, config);
-  } catch (error) {
-    if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)) throw error;
-    await jsm.streams.add({ name: names.eventsStream, ...config });
-  }
+  await ensureStream(jsm, names.eventsStream, config);
 }
 
 export interface OutboxRelayOptions {

@@ -1,4 +1,4 @@
-import { NatsPrefixSchema, type OwningService, ShutdownConfigSchema } from '@oc/contracts';
+import { NatsPrefixSchema, NatsStreamReplicasSchema, NatsUrlSchema, type OwningService, ShutdownConfigSchema } from '@oc/contracts';
 import { TelemetryConfigSchema } from '@oc/telemetry';
 import { z } from 'zod';
 
@@ -7,8 +7,9 @@ export const LogLevelSchema = z.enum(['fatal', 'error', 'warn', 'info', 'debug',
 /** The settings every service process shares; each service extends them with its own. */
 export const serviceProcessConfig = (service: OwningService) =>
   z.object({
-    NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+    NATS_URL: NatsUrlSchema,
     NATS_PREFIX: NatsPrefixSchema,
+    NATS_STREAM_REPLICAS: NatsStreamReplicasSchema,
     DATA_DIR: z.string().default(`./.data/${service}`),
     EVENTSTORE_URL: z.string().optional(),
     /**

@@ -140,8 +140,8 @@ export async function runServiceProcess<
     process.stderr.write(`Invalid configuration: REPLICA_ID: ${error.message}\n`);
     process.exit(78);
   });
-  await ensureEventsStream(await jetstreamManager(nc), config.NATS_PREFIX);
-  const leases = await jetStreamLeaseStore(nc, { prefix: config.NATS_PREFIX });
+  await ensureEventsStream(await jetstreamManager(nc), config.NATS_PREFIX, config.NATS_STREAM_REPLICAS);
+  const leases = await jetStreamLeaseStore(nc, { prefix: config.NATS_PREFIX, replicas: config.NATS_STREAM_REPLICAS });
   // One replica publishes the service's events: the others' copies would only be dropped by JetStream as duplicates.
   const relay = runLeased({
     leases,

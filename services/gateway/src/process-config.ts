@@ -1,4 +1,4 @@
-import { NatsPrefixSchema, ShutdownConfigSchema } from '@oc/contracts';
+import { NatsPrefixSchema, NatsUrlSchema, ShutdownConfigSchema } from '@oc/contracts';
 import { TelemetryConfigSchema } from '@oc/telemetry';
 import { z } from 'zod';
 import { GatewayLimitsConfigSchema, RedisConfigSchema } from './config';
@@ -8,7 +8,7 @@ import { HttpServerConfigSchema } from './transport/http-server';
 export const gatewayProcessConfig = z.object({
   PORT: z.coerce.number().int().min(0).max(65_535).default(8080).describe('a TCP port, 0 to 65535'),
   HOST: z.string().default('0.0.0.0'),
-  NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+  NATS_URL: NatsUrlSchema,
   NATS_PREFIX: NatsPrefixSchema,
   ADMIN_TOKEN: z.string().min(16).describe('the operator token for /admin/v1, at least 16 characters'),
   ...RedisConfigSchema.shape,

@@ -99,8 +99,8 @@ const natsUrl = () => process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 export const uniqueNatsPrefix = () => `t${randomBytes(6).toString('hex')}`;
 
 /** The run's JetStream streams (its events, its leases) go with it, so runs do not pile streams up on the server. */
-export async function deleteEventsStream(prefix: string): Promise<void> {
-  const nc = await connect({ servers: natsUrl() });
+export async function deleteEventsStream(prefix: string, servers = natsUrl()): Promise<void> {
+  const nc = await connect({ servers: servers.split(',') });
   try {
     const jsm = await jetstreamManager(nc);
     const { eventsStream, leasesStream } = natsNames(prefix);
@@ -288,7 +288,7 @@ export const distributed = async (env: Record<string, string> = {}, options: { s
     },
     async stop() {
       await Promise.all(children.map(stopProcess));
-      await deleteEventsStream(prefix);
+      await deleteEventsStream(prefix, common.NATS_URL);
       await rm(dataDir, { recursive: true, force: true });
     },
   };
