@@ -461,6 +461,8 @@ describe('delivery of video events', () => {
     const hook = await register(w, receiver.url);
     const stored = await w.emitVideo('VideoCompleted', ORG);
     await w.until(() => expect(receiver.received).toHaveLength(1));
+    // The delivery log is a read model: it shows the first delivery before the event comes again.
+    await w.until(async () => expect((await w.app.service.listDeliveries({ org_id: ORG, webhook_id: hook.id, limit: 10 })).data).toHaveLength(1));
     await w.app.onVideoEvent(stored);
     w.timers.advance(60_000);
     await new Promise((r) => setImmediate(r));
