@@ -1,4 +1,4 @@
-import { uuidV7 } from '@oc/contracts';
+import { serviceUnavailable, uuidV7 } from '@oc/contracts';
 import { activeTrace } from '@oc/telemetry';
 import type { AppendResult, EventMetadata, EventStore, NewEvent, StoredEvent } from './port';
 import { WrongExpectedRevisionError } from './port';
@@ -247,7 +247,7 @@ export class CommandHandler {
   }
 
   private async run(streamName: string, { decider, pending, fresh }: Batch): Promise<void> {
-    const maxAttempts = this.options.maxAttempts ?? 5;
+    const maxAttempts = this.options.maxAttempts ?? 8;
     for (let attempt = 1; ; attempt++) {
       let outcomes: Array<{ state: unknown; events: DomainEvent[] } | { error: unknown }> = [];
       try {
@@ -292,8 +292,10 @@ export class CommandHandler {
         // reservations): it is dropped, and the stream read again from its start.
         this.states.delete(streamName);
         if (!(error instanceof WrongExpectedRevisionError) || attempt >= maxAttempts) {
-          outcomes.forEach((outcome, i) => pending[i]!.reject('error' in outcome ? outcome.error : error));
-          for (const rest of pending.slice(outcomes.length)) rest.reject(error);
+          // Writers that keep racing on one stream are a moment's contention, not a fault: the caller is told to retry.
+          const failure = error instanceof WrongExpectedRevisionError ? serviceUnavailable() : error;
+          outcomes.forEach((outcome, i) => pending[i]!.reject('error' in outcome ? outcome.error : failure));
+          for (const rest of pending.slice(outcomes.length)) rest.reject(failure);
           return;
         }
         await new Promise((r) => setTimeout(r, Math.min(100, 2 ** attempt) * Math.random()));

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { toApiError } from '@oc/contracts';
 import { inSpan } from '@oc/telemetry';
 import { registerTestTracing } from '@oc/telemetry/testing';
 import { aggregateStream, causedBy, CommandHandler, KeyedMutex, type Decider } from '../src/decider';
@@ -352,13 +353,12 @@ describe('CommandHandler against another process on the same file', () => {
     expect((await mine.readStream('counter-1')).map((e) => e.data)).toEqual([{ by: 10 }, { by: 1 }, { by: 1 }, { by: 1 }]);
   });
 
-  it('gives up with the conflict after maxAttempts', async () => {
+  it('gives up after maxAttempts with a retryable 503, never the conflict itself (a 500)', async () => {
     const raced = racedBy(Infinity);
     const handler = new CommandHandler(raced.store, { maxAttempts: 3 });
 
-    await expect(handler.handle('counter-1', counter, { type: 'Increment', max: 100 })).rejects.toBeInstanceOf(
-      WrongExpectedRevisionError,
-    );
+    const refused = await handler.handle('counter-1', counter, { type: 'Increment', max: 100 }).catch((error: unknown) => error);
+    expect(toApiError(refused).toData()).toMatchObject({ status: 503, code: 'service_unavailable', retryAfter: 1 });
     expect(raced.reads()).toBe(3);
   });
 
