@@ -141,7 +141,8 @@ process.once('SIGINT', () => void processes.stopAll().then(() => process.exit(13
 let exitCode = 1;
 try {
   if (opts.soakMinutes !== undefined) {
-    if (await soak(opts.soakMinutes, processes, runDir)) exitCode = 0;
+    const { cpu, cores, memoryGb, node, commit } = machine();
+    if (await soak(opts.soakMinutes, processes, runDir, `${cpu}, ${cores} cores, ${memoryGb} GB, Node ${node}, commit ${commit}`)) exitCode = 0;
   } else {
     const results = await bench(opts, processes, runDir, began);
     const text = render(results);

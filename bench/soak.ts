@@ -3,14 +3,15 @@
  * held at its maximum rate for that long, one minute of load after another. After each minute: the requests
  * answered 2xx and their rate, the service's heap after a forced full collection in each of its threads
  * (`targets/heap-probe.mjs`, asked over IPC) with the memory outside the heap its objects hold, and its resident
- * memory. At the end, whether heap and external memory stayed within 10% after minute 5, and the largest
- * resident memory. See docs/reliability.md, "Memory under sustained load".
+ * memory at its highest during the minute (sampled four times a second) and after the collection. At the end,
+ * whether heap and external memory stayed within 10% after minute 5, and the highest resident memory. See
+ * docs/reliability.md, "Memory under sustained load".
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { LoadProcess } from './load-client';
-import { FULL } from './measure';
+import { FULL, peakResident } from './measure';
 import { type Child, type Processes, residentMb, ROOT } from './processes';
 import { type Bench, CHAT, chatContenders, NAMES } from './sections';
 import { createTenants } from './setup';
@@ -35,6 +36,8 @@ interface Minute {
   externalMb: number;
   threads: number;
   gcMs: number;
+  /** Resident memory at its highest during the minute's load, and after the collection. */
+  peakRssMb: number;
   rssMb: number;
 }
 
@@ -71,7 +74,7 @@ function heapAfterGc(child: Child): Promise<{ heapMb: number; mainMb: number; ex
  */
 function judge(minutes: Minute[]) {
   const settled = minutes.filter((m) => m.minute >= SETTLING_MINUTES).map((m) => m.heapMb + m.externalMb);
-  const maxRssMb = Math.max(...minutes.map((m) => m.rssMb));
+  const maxRssMb = Math.max(...minutes.map((m) => Math.max(m.peakRssMb, m.rssMb)));
   if (settled.length < 2) return { flat: undefined, maxRssMb };
   const low = Math.min(...settled);
   const high = Math.max(...settled);
@@ -79,9 +82,10 @@ function judge(minutes: Minute[]) {
 }
 
 const row = (m: Minute) =>
-  `| ${m.minute} | ${m.done.toLocaleString('en')} | ${Math.round(m.rps).toLocaleString('en')} | ${m.failed} | ${m.heapMb.toFixed(1)} | ${m.mainMb.toFixed(1)} | ${m.externalMb.toFixed(1)} | ${m.gcMs.toFixed(0)} | ${m.rssMb.toFixed(0)} |`;
+  `| ${m.minute} | ${m.done.toLocaleString('en')} | ${Math.round(m.rps).toLocaleString('en')} | ${m.failed} | ${m.heapMb.toFixed(1)} | ${m.mainMb.toFixed(1)} | ${m.externalMb.toFixed(1)} | ${m.gcMs.toFixed(0)} | ${m.peakRssMb.toFixed(0)} | ${m.rssMb.toFixed(0)} |`;
 
-export async function soak(minutes: number, processes: Processes, runDir: string): Promise<boolean> {
+/** `machine` describes the host and the build, for the written figures. */
+export async function soak(minutes: number, processes: Processes, runDir: string, machine: string): Promise<boolean> {
   console.log('Starting C and ours…');
   const upstream = await startScriptTarget(processes, 'upstream', 'bench/targets/upstream.ts');
   const ours = await startEmbedded(processes, {
@@ -99,19 +103,29 @@ export async function soak(minutes: number, processes: Processes, runDir: string
   const [contender] = chatContenders(b, b.deployments, 'http', CHAT, []);
 
   const start = { ...(await heapAfterGc(service)), rssMb: await residentMb(service.process.pid) };
-  console.log(
+  const intro = [
+    `${new Date().toISOString()}, ${machine}.`,
     `Before the load: heap after GC ${start.heapMb.toFixed(1)} MB over ${start.threads} threads (main ${start.mainMb.toFixed(1)} MB), external ${start.externalMb.toFixed(1)} MB, RSS ${start.rssMb.toFixed(0)} MB.`,
-  );
-  console.log(`Chat at ${FULL.connections} connections for ${minutes} minutes, over ${tenants.length} organizations.\n`);
+    `Chat at ${FULL.connections} connections for ${minutes} minutes, over ${tenants.length} organizations.\n`,
+  ].join('\n');
+  console.log(intro);
   const head =
-    '| minute | requests done (2xx) | req/s | failed | heap after GC, all threads, MB | of it main thread, MB | external, MB | longest GC, ms | RSS, MB |\n|---|---|---|---|---|---|---|---|---|';
+    '| minute | requests done (2xx) | req/s | failed | heap after GC, all threads, MB | of it main thread, MB | external, MB | longest GC, ms | RSS at most, MB | RSS after GC, MB |\n|---|---|---|---|---|---|---|---|---|---|';
   console.log(head);
   const rows: Minute[] = [];
   for (let minute = 1; minute <= minutes; minute++) {
-    const result = await load.run({ ...contender!.job, kind: 'http', durationSeconds: 60 });
+    const { result, peaks } = await peakResident({ ours: service.process.pid }, () => load.run({ ...contender!.job, kind: 'http', durationSeconds: 60 }));
     const done = result.requests - result.non2xx;
     const heap = await heapAfterGc(service);
-    const m: Minute = { minute, done, rps: done / result.seconds, failed: result.non2xx + result.errors, ...heap, rssMb: await residentMb(service.process.pid) };
+    const m: Minute = {
+      minute,
+      done,
+      rps: done / result.seconds,
+      failed: result.non2xx + result.errors,
+      ...heap,
+      peakRssMb: peaks.ours!,
+      rssMb: await residentMb(service.process.pid),
+    };
     rows.push(m);
     console.log(row(m));
     if (result.details.length > 0) console.log(`  failures: ${result.details.join('; ')}`);
@@ -124,11 +138,11 @@ export async function soak(minutes: number, processes: Processes, runDir: string
     flat
       ? `Heap and external memory after GC from minute ${SETTLING_MINUTES} on: ${flat.low.toFixed(1)}–${flat.high.toFixed(1)} MB, a spread of ${(flat.spread * 100).toFixed(1)}%: ${flat.within ? 'flat' : 'NOT flat'} within ${FLAT_WITHIN * 100}%.`
       : `Heap and external memory after GC: not judged, the run is shorter than ${SETTLING_MINUTES + 1} minutes.`,
-    `Largest RSS: ${maxRssMb.toFixed(0)} MB (${maxRssMb <= RSS_BOUND_MB ? 'within' : 'OVER'} ${RSS_BOUND_MB} MB).`,
+    `Highest RSS: ${maxRssMb.toFixed(0)} MB (${maxRssMb <= RSS_BOUND_MB ? 'within' : 'OVER'} ${RSS_BOUND_MB} MB).`,
   ].join('\n');
   console.log(summary);
   const file = join(ROOT, 'bench/results', `${new Date().toISOString().slice(0, 16).replace(':', '')}-soak-${minutes}min.txt`);
-  await writeFile(file, `${[head, ...rows.map(row)].join('\n')}\n${summary}\n`);
+  await writeFile(file, `${intro}\n${[head, ...rows.map(row)].join('\n')}\n${summary}\n`);
   console.log(`Written to ${file}.`);
   const failed = rows.some((m) => m.failed > 0);
   if (failed) console.error('\n!!! Some requests failed: see the failed column.');
