@@ -97,6 +97,8 @@ const webhookKey = webhookSecretKey();
 // names are this script's to give (one per process), so none set outside reaches two processes.
 const { REPLICA_ID: _replicaId, CHAT_REPLICA_ID: _chatReplicaId, ...inherited } = env;
 const common = {
+  // As `pnpm start` sets it (docs/reliability.md, Memory); a value of the caller's own wins.
+  MALLOC_ARENA_MAX: '2',
   ...inherited,
   NATS_URL: env.NATS_URL ?? 'nats://127.0.0.1:4222',
   EVENTSTORE_FILE: env.EVENTSTORE_FILE ?? join(dataDir, 'events.sqlite'),

@@ -16,12 +16,11 @@ import { freePort, type Target } from './start';
 export const ADMIN_TOKEN = 'bench-admin-token-0123456789';
 const READY_TIMEOUT_MS = 180_000;
 
-/** Node's flags in `pnpm start` (the heap budget), so that the bench runs the bundle exactly as a user starts it. */
+/** Node's flags in `pnpm start` (scripts/start.mjs: the heap budget), so that the bench runs the bundle exactly as a user starts it. */
 export const START_FLAGS = (() => {
-  const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
-  const flags = /node ((?:--\S+ )*)services\/standalone\/dist\/main\.js/.exec(scripts.start)?.[1];
-  if (flags === undefined) throw new Error('The start script no longer runs services/standalone/dist/main.js with node');
-  return flags.trim().split(' ').filter(Boolean);
+  const flags = /const NODE_FLAGS = \[([^\]]*)\]/.exec(readFileSync(join(ROOT, 'scripts/start.mjs'), 'utf8'))?.[1];
+  if (flags === undefined) throw new Error('scripts/start.mjs no longer names its NODE_FLAGS');
+  return [...flags.matchAll(/'([^']+)'/g)].map((m) => m[1] as string);
 })();
 
 /** Checked once per run: the bench starts the same build several times (the history rounds restart it). */
@@ -76,6 +75,8 @@ export async function startEmbedded(
     HOST: '127.0.0.1',
     DATA_DIR: options.dataDir,
     ADMIN_TOKEN,
+    // As `pnpm start` sets it on Linux.
+    MALLOC_ARENA_MAX: '2',
   };
   const started = performance.now();
   const child = processes.node(options.name, [...START_FLAGS, ...(options.flags ?? []), built], env);

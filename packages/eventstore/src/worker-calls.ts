@@ -10,11 +10,18 @@ export interface WorkerCalls {
 }
 
 /**
+ * A worker's young generation. V8 sizes each thread's as the main thread's (up to 32 MB on a large host, kept
+ * committed while busy); these threads hold one commit or one count at a time, so a small one costs a few more
+ * scavenges and saves tens of MB of RSS per thread under sustained load (docs/reliability.md, Memory).
+ */
+const WORKER_YOUNG_GENERATION_MB = 4;
+
+/**
  * Starts a worker that keeps the process alive only while a call is on its way, so an open store never
  * holds a finished program up. Once the worker stops (an error, an exit), every call fails.
  */
 export function startWorker(url: URL, workerData: unknown, name: string): WorkerCalls {
-  const worker = new Worker(url, { workerData });
+  const worker = new Worker(url, { workerData, resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB } });
   worker.unref();
   const calls = new Map<number, { resolve(result: unknown): void; reject(error: unknown): void }>();
   let nextId = 0;
