@@ -7,3 +7,4 @@ export * from './kurrentdb';
 export { startThread, startWorker, type WorkerCalls } from './worker-calls';
 export { ensurePrivateDir, privateFiles } from './data-dir';
 export { traceEventStore, type TracedEventStoreOptions } from './traced';
+export { observeSubscriptionLag } from './metrics';

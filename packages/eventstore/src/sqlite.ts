@@ -1,6 +1,8 @@
 import type { MessagePort } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { systemClock, type Clock, uuidV7 } from '@oc/contracts';
+import { telemetryEnabled } from '@oc/telemetry';
+import { eventStoreMetrics } from './metrics';
 import {
   WrongExpectedRevisionError,
   type BatchHandler,
@@ -119,6 +121,15 @@ const toStored = (row: EventRow): StoredEvent => ({
   position: row.position,
   created: row.created,
 });
+
+const SQLITE = { 'db.system.name': 'sqlite' };
+
+/** A group commit's time (from its start to the writer's answer) and how many appends it wrote. */
+function recordCommit(started: number, appends: number) {
+  const metrics = eventStoreMetrics();
+  metrics.commitDuration.record((performance.now() - started) / 1000, SQLITE);
+  metrics.commitAppends.record(appends, SQLITE);
+}
 
 /**
  * The embedded event store: one SQLite file in WAL mode, durable on commit (`synchronous = FULL`).
@@ -309,10 +320,14 @@ export class SqliteEventStore implements EventStore {
     this.pending = [];
     if (batch.length === 0) return Promise.resolve();
     const created = this.clock.now();
+    const started = telemetryEnabled() ? performance.now() : undefined;
     this.committing = this.writer
       .commit(batch, created)
       .then(
-        (outcomes) => this.settle(batch, outcomes, created),
+        (outcomes) => {
+          if (started !== undefined) recordCommit(started, batch.length);
+          this.settle(batch, outcomes, created);
+        },
         (error: unknown) => {
           // What was queued behind a failed commit fails with it rather than commit after it, so a stored append
           // never had a failed one ahead of it: a caller answered on an earlier append's decision (a capture

@@ -2,7 +2,7 @@ import { inSpan } from '@oc/telemetry';
 import { registerTestTracing } from '@oc/telemetry/testing';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { CommandHandler, type Decider } from '../src/decider';
-import type { StoredEvent } from '../src/port';
+import { type StoredEvent, WrongExpectedRevisionError } from '../src/port';
 import { SqliteEventStore } from '../src/sqlite';
 import { traceEventStore } from '../src/traced';
 
@@ -57,5 +57,36 @@ describe('traceEventStore', () => {
     expect(projected.flatMap((s) => s.links.map((l) => l.context.traceId)).sort()).toEqual(requests.sort());
     const lag = (await tracing.metrics()).get('oc.projection.lag')!;
     expect(lag).toEqual([{ attributes: { 'oc.service': 'video' }, value: expect.objectContaining({ count: projected.length }) }]);
+  });
+
+  it("measures each append by the stream's category, counts its events, and counts a conflict apart", async () => {
+    const store = traceEventStore(raw, { system: 'sqlite' });
+    await store.appendToStream('video-abc', [{ type: 'Added', data: {} }, { type: 'Added', data: {} }], { expectedRevision: 'no_stream' });
+    await store.appendToStream('account-org_1', [{ type: 'Added', data: {} }], { expectedRevision: 'no_stream' });
+    await expect(store.appendToStream('video-abc', [{ type: 'Added', data: {} }], { expectedRevision: 0 })).rejects.toThrow(WrongExpectedRevisionError);
+
+    const metrics = await tracing.metrics();
+    const video = { 'db.system.name': 'sqlite', 'db.collection.name': 'video' };
+    const account = { 'db.system.name': 'sqlite', 'db.collection.name': 'account' };
+    expect(metrics.get('oc.eventstore.append.duration')).toEqual([
+      { attributes: video, value: expect.objectContaining({ count: 1 }) },
+      { attributes: account, value: expect.objectContaining({ count: 1 }) },
+      { attributes: { ...video, 'error.type': 'WrongExpectedRevisionError' }, value: expect.objectContaining({ count: 1 }) },
+    ]);
+    expect(metrics.get('oc.eventstore.events.appended')).toEqual([
+      { attributes: video, value: 2 },
+      { attributes: account, value: 1 },
+    ]);
+    expect(metrics.get('oc.eventstore.append.conflicts')).toEqual([{ attributes: video, value: 1 }]);
+    // Each append of this test had its own group commit: nothing else was appended in its turn.
+    expect(metrics.get('oc.eventstore.commit.appends')).toEqual([{ attributes: { 'db.system.name': 'sqlite' }, value: expect.objectContaining({ count: 3, sum: 3 }) }]);
+  });
+
+  it('writes appends made in one turn in one group commit, and says how many', async () => {
+    await Promise.all(['a', 'b', 'c'].map((id) => raw.appendToStream(`video-${id}`, [{ type: 'Added', data: {} }], { expectedRevision: 'no_stream' })));
+
+    const metrics = await tracing.metrics();
+    expect(metrics.get('oc.eventstore.commit.appends')).toEqual([{ attributes: { 'db.system.name': 'sqlite' }, value: expect.objectContaining({ count: 1, sum: 3 }) }]);
+    expect(metrics.get('oc.eventstore.commit.duration')).toEqual([{ attributes: { 'db.system.name': 'sqlite' }, value: expect.objectContaining({ count: 1 }) }]);
   });
 });
