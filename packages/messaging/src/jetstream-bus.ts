@@ -12,6 +12,7 @@ import { Logger } from '@nestjs/common';
 import { natsNames, type NatsNames } from '@oc/contracts';
 import type { StoredEvent, Subscription } from '@oc/eventstore';
 import { telemetryEnabled } from '@oc/telemetry';
+import { observeConsumerPending } from './consumer-metrics';
 import type { DurableEventBus, EventFilter } from './port';
 import { defaultOnError } from './eventstore-bus';
 import type { EventErrorHandler } from './retry';
@@ -52,6 +53,7 @@ export class JetStreamEventBus implements DurableEventBus {
     const consumer = await jsm.jetstream().consumers.get(this.names.eventsStream, consumerName);
     // One message in hand at a time: a buffered one would spend its ack wait queued behind others.
     const messages = await consumer.consume({ max_messages: 1 });
+    const unobserve = observeConsumerPending(this.names.eventsStream, consumerName, () => consumer.info());
     const types = new Set(filter.types);
     const redeliveryDelayMs = this.options.redeliveryDelayMs ?? ((count) => Math.min(30_000, 1_000 * 2 ** (count - 1)));
     const onError = this.options.onError ?? defaultOnError(this.logger);
@@ -81,6 +83,7 @@ export class JetStreamEventBus implements DurableEventBus {
     })().catch((error: unknown) => this.logger.error(`Consumer ${consumerName} stopped: ${String(error)}`));
     return {
       stop: async () => {
+        unobserve();
         await messages.close();
         await processing;
       },

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { CheckpointStore, EventStore, StoredEvent, Subscription } from '@oc/eventstore';
+import { type CheckpointStore, type EventStore, observeSubscriptionLag, type StoredEvent, type Subscription } from '@oc/eventstore';
 
 /** Waits before retry number `attempt` (0-based); must resolve early once `signal` aborts. */
 export type RetryDelay = (attempt: number, signal: AbortSignal) => Promise<void>;
@@ -62,12 +62,16 @@ export async function subscribeCheckpointed(options: CheckpointedSubscriptionOpt
     retryUntilDone(operation, retryDelay, stopping.signal, (error) => onError(error, events));
   const start = await checkpoints.load(name);
   let stored = start ?? 0;
+  // What was handled, not what the checkpoint says: the checkpoint moves only now and then.
+  let handled = stored;
+  const unobserve = observeSubscriptionLag(name, eventStore, () => handled);
 
   const subscription = eventStore.subscribeToAll(
     async (events) => {
       let concerned = false;
       if (!(await retry(async () => (concerned = await handle(events)), events))) return;
       const last = events.at(-1)!.position;
+      handled = last;
       if (!concerned && last - stored < CHECKPOINT_EVERY_EVENTS) return;
       if (await retry(() => checkpoints.store(name, last), events)) stored = last;
     },
@@ -75,6 +79,7 @@ export async function subscribeCheckpointed(options: CheckpointedSubscriptionOpt
   );
   return {
     stop: async () => {
+      unobserve();
       stopping.abort();
       await subscription.stop();
     },

@@ -1,4 +1,5 @@
 import { SqliteCheckpointStore, SqliteEventStore, type StoredEvent } from '@oc/eventstore';
+import { registerTestTracing } from '@oc/telemetry/testing';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { EventStoreEventBus, type RetryDelay } from '../src';
 
@@ -94,5 +95,28 @@ describe('EventStoreEventBus', () => {
     await expect(bus.consume('x', { service: 'billing', types: ['Anything'] }, async () => {})).rejects.toThrow(
       /billing/,
     );
+  });
+
+  it('reports how far it is behind the log while its handler holds an event, then zero', async () => {
+    const tracing = registerTestTracing();
+    try {
+      const bus = setup();
+      await append('VideoCreated', 'VideoProgressed', 'VideoCompleted');
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const seen: string[] = [];
+      await consume(bus, async (event) => {
+        await held;
+        seen.push(event.type);
+      });
+      const lag = async () => (await tracing.metrics()).get('oc.eventstore.subscription.lag');
+
+      expect(await lag()).toEqual([{ attributes: { 'oc.subscription.name': 'webhooks' }, value: 3 }]);
+      release();
+      await vi.waitFor(() => expect(seen).toEqual(['VideoCreated', 'VideoCompleted']));
+      await vi.waitFor(async () => expect(await lag()).toEqual([{ attributes: { 'oc.subscription.name': 'webhooks' }, value: 0 }]));
+    } finally {
+      await tracing.shutdown();
+    }
   });
 });

@@ -6,6 +6,7 @@ const { eventsStream: EVENTS_STREAM, eventSubject } = natsNames();
 import { SqliteCheckpointStore, SqliteEventStore, type CheckpointStore, type StoredEvent } from '@oc/eventstore';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { JetStreamEventBus, ensureEventsStream, startOutboxRelay, type OutboxRelayOptions } from '../src';
+import { registerTestTracing } from '@oc/telemetry/testing';
 import { NATS_URL, natsAvailable, uniqueSuffix } from './nats';
 
 describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStreamEventBus', () => {
@@ -210,5 +211,32 @@ describe.skipIf(!(await natsAvailable()))('outbox relay → JetStream → JetStr
     await vi.waitFor(() => expect(followers).toEqual([expected, expected]), { timeout: 10_000, interval: 20 });
     // Replicas of a durable consumer share its messages: each has some, together all (the one before, too).
     await vi.waitFor(() => expect([...shared[0]!, ...shared[1]!].sort((a, b) => a - b)).toEqual([0, ...expected]), { timeout: 10_000, interval: 20 });
+  });
+
+  it("reports a durable consumer's pending messages while its handler holds them, then zero", async () => {
+    const tracing = registerTestTracing();
+    try {
+      const { service, append, consume, relay } = fixture();
+      await append('video-1', 'VideoCreated', 'VideoCompleted', 'VideoCreated');
+      const relaying = await relay();
+      cleanups.push(() => relaying.stop());
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const handled: string[] = [];
+      await consume(new JetStreamEventBus(nc), ['VideoCreated', 'VideoCompleted'], async (event) => {
+        await held;
+        handled.push(event.type);
+      });
+      const pending = async () => (await tracing.metrics()).get('oc.messaging.consumer.pending');
+      const attributes = { 'messaging.system': 'nats', 'messaging.destination.name': EVENTS_STREAM, 'messaging.consumer.group.name': `test-${service}` };
+
+      // One in the handler's hand, two waiting behind it.
+      await vi.waitFor(async () => expect(await pending()).toEqual([{ attributes, value: 3 }]), { timeout: 10_000, interval: 50 });
+      release();
+      await vi.waitFor(() => expect(handled).toHaveLength(3), { timeout: 10_000, interval: 20 });
+      await vi.waitFor(async () => expect(await pending()).toEqual([{ attributes, value: 0 }]), { timeout: 10_000, interval: 50 });
+    } finally {
+      await tracing.shutdown();
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { MessageChannel, type MessagePort, parentPort, workerData } from 'node:worker_threads';
-import { SqliteEventStore, startThread } from '@oc/eventstore';
+import { observeSubscriptionLag, SqliteEventStore, startThread } from '@oc/eventstore';
 import { ProjectionRunner, type Projector, type ProjectorFactory, type ProjectionSet } from './projection';
 import { SqliteReadModelStore } from './sqlite';
 
@@ -44,6 +44,8 @@ class ThreadProjector implements Projector {
 
   /** What the service's thread must do before it queries (know the collections its connection will read). */
   prepare: () => Promise<void> = async () => {};
+  /** Ends the report of how far these read models are behind the log. */
+  unobserve: () => void = () => {};
 
   constructor(
     private readonly positions: BigInt64Array,
@@ -88,6 +90,7 @@ class ThreadProjector implements Projector {
   }
 
   async stop(): Promise<void> {
+    this.unobserve();
     this.halt(new Error('Projection runner stopped'));
   }
 
@@ -183,11 +186,13 @@ export async function startProjectionThread(options: {
   await options.eventStore.announceCommitsTo(port1);
 
   return {
-    projector: ({ service, set, readModels }) => {
+    projector: ({ service, set, eventStore, readModels }) => {
       const projector = projectors.get(service);
       if (!projector) throw new Error(`The projection thread has no read model file for '${service}'`);
       // The services' thread queries these collections: its connection must know them.
       projector.prepare = () => readModels.declare(set.collections);
+      // Reported from here: the thread itself has no telemetry.
+      projector.unobserve = observeSubscriptionLag(`projection.${service}`, eventStore, () => projector.position);
       return projector;
     },
     async close() {

@@ -1,4 +1,4 @@
-import type { EventStore, StoredEvent, Subscription } from '@oc/eventstore';
+import { type EventStore, observeSubscriptionLag, type StoredEvent, type Subscription } from '@oc/eventstore';
 import type { Collection, CollectionSpec, Document, DocumentWrite, ReadModelStore } from './port';
 
 /**
@@ -192,6 +192,8 @@ export interface ProjectionRunnerOptions {
    * then move with every batch, one that wrote nothing included, rather than every `CHECKPOINT_EVERY_EVENTS`.
    */
   sharedCheckpoints?: boolean;
+  /** `projection.<service>`: how far the read models are behind the log is reported under this name while it runs. */
+  name?: string;
 }
 
 /**
@@ -226,8 +228,8 @@ export type ProjectorFactory = (request: {
   onError: (error: unknown) => void;
 }) => Projector;
 
-export const projectInThisThread: ProjectorFactory = ({ set, eventStore, readModels, onError }) =>
-  new ProjectionRunner(eventStore, readModels, set.projections, { collections: set.collections, onError });
+export const projectInThisThread: ProjectorFactory = ({ service, set, eventStore, readModels, onError }) =>
+  new ProjectionRunner(eventStore, readModels, set.projections, { collections: set.collections, onError, name: `projection.${service}` });
 
 /**
  * Feeds the global log to projections through one subscription. What they write gathers in a batch whose
@@ -258,6 +260,7 @@ export class ProjectionRunner implements Projector {
   #stopped = false;
   #starting: Promise<void> | undefined;
   #subscription: Subscription | undefined;
+  #unobserve: (() => void) | undefined;
 
   constructor(
     private readonly eventStore: EventStore,
@@ -284,6 +287,7 @@ export class ProjectionRunner implements Projector {
   }
 
   async #start(): Promise<void> {
+    if (this.options.name !== undefined) this.#unobserve = observeSubscriptionLag(this.options.name, this.eventStore, () => this.#position);
     await this.readModels.declare(this.options.collections);
     for (const { name } of this.projections) {
       this.#checkpoints.set(name, await this.readModels.loadCheckpoint(name));
@@ -337,6 +341,7 @@ export class ProjectionRunner implements Projector {
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#unobserve?.();
     // A catch-up failure has already reached start()'s caller.
     await this.#starting?.catch(() => undefined);
     await this.#subscription?.stop();

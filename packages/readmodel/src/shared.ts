@@ -49,7 +49,7 @@ const UNWAITED_COMMIT_DELAY_MS = 100;
  * nothing it wrote since, the store writing a document only for an event newer than the one it shows.
  */
 export function sharedProjection(options: SharedProjectionOptions): ProjectorFactory {
-  return ({ set, eventStore, readModels, onError }) => new SharedProjector(set, eventStore, readModels, options, onError);
+  return ({ service, set, eventStore, readModels, onError }) => new SharedProjector(service, set, eventStore, readModels, options, onError);
 }
 
 class SharedProjector implements Projector {
@@ -65,6 +65,7 @@ class SharedProjector implements Projector {
   #halted: Error | undefined;
 
   constructor(
+    private readonly service: string,
     private readonly set: ProjectionSet,
     private readonly eventStore: EventStore,
     private readonly readModels: ReadModelStore,
@@ -112,6 +113,8 @@ class SharedProjector implements Projector {
       onError: this.onError,
       commitDelayMs: UNWAITED_COMMIT_DELAY_MS,
       sharedCheckpoints: true,
+      // Reported by the replica that projects only: the others' view of the checkpoints is as old as their last query.
+      name: `projection.${this.service}`,
     });
     // Another process appended what the query waits for: the log is looked at now, not at its next poll.
     const wishes = this.options.wishes.hear((position) => {
