@@ -46,6 +46,9 @@ export interface ChatRuntime {
   replicas?: Replicas;
 }
 
+/** `gen_ai.provider.name` where OpenTelemetry's well-known value differs from the catalog's name (`openai`, `anthropic` are the same). */
+const GEN_AI_PROVIDER: Readonly<Record<string, string>> = { simulator: 'oc.simulator', gemini: 'gcp.gemini' };
+
 /** How often completions left open by a crash are looked for (by the injected clock). */
 export const ABANDONED_SWEEP_MS = 10_000;
 
@@ -91,7 +94,7 @@ export async function createChat(runtime: ChatRuntime) {
           weight: d.weight,
           maxConcurrency: d.maxConcurrency,
           rpm: d.rpm,
-          target: { ...target, provider: trace(target.provider, d.provider === 'simulator' ? 'oc.simulator' : d.provider, d.model) },
+          target: { ...target, provider: trace(target.provider, GEN_AI_PROVIDER[d.provider] ?? d.provider, d.model) },
         };
       }),
       { now: () => runtime.clock.now(), random: runtime.random ?? Math.random },
