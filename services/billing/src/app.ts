@@ -26,7 +26,8 @@ export interface BillingRuntime {
   snapshots?: SnapshotStore;
   /**
    * The products that reserve funds run in this process (standalone), so a crash takes them and billing
-   * together: their reservations may be answered once decided, their commit overlapping the product's next step.
+   * together: their captures may be answered once decided, the commit shared with the product's next append.
+   * (A reservation asking so is answered once decided wherever its product runs.)
    */
   callersInProcess?: boolean;
 }

@@ -137,16 +137,12 @@ describe('billing: a reservation answered once decided', () => {
     }
   });
 
-  it('answers only once stored when its callers run in other processes', async () => {
+  it('answers a reservation once decided when its callers run in other processes, a capture only once stored', async () => {
     const billing = await startBilling();
     try {
       const org_id = await orgWithCredit(billing.client, 1_000_000);
-      const appends = holdAppends(billing.store);
 
-      const reserved = reserveAhead(billing.client, org_id);
-      expect(await settledWithin(reserved, 200)).toBe(false);
-      appends.open();
-      expect((await reserved).ok).toBe(true);
+      await answeredBeforeStored(billing, org_id, () => reserveAhead(billing.client, org_id), { available: 0.6, reserved: 0.4 });
 
       const held = holdAppends(billing.store);
       const captured = captureAhead(billing.client, org_id);

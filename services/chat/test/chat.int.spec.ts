@@ -296,6 +296,20 @@ describe('chat service', () => {
     expect(await chat.settleAbandoned()).toBe(0);
   });
 
+  it('answers 503, not charged, when billing refuses the capture because the hold is gone (lost with a billing crash, or lapsed)', async () => {
+    await start();
+    for (const refused of [
+      new ApiError({ status: 404, type: 'invalid_request_error', code: 'not_found', message: "No reservation 'cmpl_x' on this account" }),
+      new ApiError({ status: 409, type: 'invalid_request_error', code: 'reservation_expired', message: 'expired' }),
+    ]) {
+      unreachable = refused;
+      const answer = ask('Hello');
+      await expect(answer).rejects.toMatchObject({ status: 503, code: 'service_unavailable' });
+      await expect(answer).rejects.toThrow(/not charged; retry/);
+    }
+    expect(funds.filter((f) => f[0] === 'capture')).toEqual([]);
+  });
+
   it('after a crash, the restarted replica releases what its completions in flight still held, and nothing else', async () => {
     await start();
     provider.hangAfter = 2;

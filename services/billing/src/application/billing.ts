@@ -59,7 +59,7 @@ export interface BillingDeps {
   ids: IdSource;
   /** 32 random bytes for a new API key; injected so tests can pin them. */
   keyBytes?: () => Buffer;
-  /** The products that reserve run in this process: a reservation may be answered once decided (`answer_when_decided`). */
+  /** The products that capture run in this process: a capture may be answered once decided (`answer_when_decided`). */
   callersInProcess?: boolean;
 }
 
@@ -165,8 +165,11 @@ export class BillingService {
         ...(m.holder === undefined ? {} : { holder: m.holder }),
       },
       undefined,
-      // A crash before it is stored takes its caller with it: the product never charges what it never held.
-      { answerWhenDecided: m.answer_when_decided === true && this.deps.callersInProcess === true },
+      // Its commit overlaps the product's upstream call, wherever the product runs (where billing is the account's
+      // only writer: the command handler decides so). A crash before it is stored loses the hold, and the
+      // product's capture is then refused: nothing is charged that was never held, and an answer that waits
+      // for its capture (a plain chat) fails instead (docs/decisions.md, One durable commit on the request path).
+      { answerWhenDecided: m.answer_when_decided === true },
     );
     return { reservation_id: m.reservation_id };
   }

@@ -154,6 +154,12 @@ const holderReplica = (holder: string) => holder.slice(HOLDER_PREFIX.length, hol
 const shuttingDown = () => serviceUnavailable('The chat service stopped while answering; retry the request.');
 /** A completion answered whole that its caller gave up on (it has answered its client otherwise). */
 const givenUp = () => serviceUnavailable('The caller gave the request up.');
+/**
+ * Billing refused the capture: the hold is gone (it lapsed, or billing stopped between deciding it and storing it,
+ * docs/decisions.md, One durable commit on the request path). The completion is not charged and not answered.
+ */
+const notCharged = () => serviceUnavailable('The charge for this completion could not be recorded, so it was not charged; retry the request.');
+const refusedCapture = (error: unknown) => error instanceof ApiError && (error.status === 404 || error.code === 'reservation_expired');
 const settled = () => undefined;
 
 /** A completion running on this replica. */
@@ -593,7 +599,9 @@ export class ChatService {
       return outcome;
     }
     try {
-      await this.settle(job, outcome, record !== undefined);
+      await this.settle(job, outcome, record !== undefined).catch((error: unknown) => {
+        throw refusedCapture(error) ? notCharged() : error;
+      });
       await record?.(outcome);
     } catch (error) {
       // The client is answered with this error. Where the capture was stored, the sweep's release finds the
