@@ -2,8 +2,8 @@ import { z } from 'zod';
 
 /**
  * What a capture paid for, recorded beside it: the public model, the deployment and provider that served it, the
- * units, and what the provider charges us for them (integer micro-USD). Captures from before providers, and
- * those of products that report nothing, have none.
+ * units, what the provider charges us for them (integer micro-USD), and the API key that asked for it. Captures
+ * from before providers, and those of products that report nothing, have none.
  */
 export const ServedUsageSchema = z.object({
   product: z.enum(['chat', 'text', 'video']),
@@ -15,9 +15,12 @@ export const ServedUsageSchema = z.object({
   output_tokens: z.int().nonnegative().optional(),
   seconds: z.int().nonnegative().optional(),
   provider_cost_micros: z.int().nonnegative(),
+  /** Absent on captures recorded before they named their key, and from callers of an earlier release. */
+  key_id: z.string().min(1).max(100).optional(),
 });
 export type ServedUsage = z.infer<typeof ServedUsageSchema>;
 import { UsageQuery, USAGE_GROUPS } from './providers';
+import { ConsoleUsageQuery, KEY_USAGE_GROUPS } from './usage';
 import { ScopeSchema } from './scopes';
 import { CustomLimitsSchema, OrganizationLimitsSchema, TierSchema } from './tiers';
 
@@ -236,7 +239,9 @@ export const BillingMessages = {
   dailySpend: DaysQuery.extend(OrgRef),
   keyDailyUsage: DaysQuery.extend(OrgRef),
   /** `UsageQuery` as the gateway parsed it (`group_by` a list); billing fills in the days left out, by its clock. */
-  providerUsage: UsageQuery.extend({ group_by: z.array(z.enum(USAGE_GROUPS)) }),
+  providerUsage: UsageQuery.omit({ format: true }).extend({ group_by: z.array(z.enum(USAGE_GROUPS)) }),
+  /** `ConsoleUsageQuery` as the gateway parsed it, for one organization. */
+  keyUsage: ConsoleUsageQuery.omit({ format: true }).extend({ ...OrgRef, group_by: z.array(z.enum(KEY_USAGE_GROUPS)) }),
   /** The gateway hashes the password (scrypt); the password itself never travels past the gateway. */
   createMember: z.object({ ...OrgRef, email: EmailSchema, name: z.string().nullable(), password_hash: z.string().min(1) }),
   listMembers: z.object(OrgRef),

@@ -279,8 +279,11 @@ export const ListChatSessionsQuery = ListQuery;
 
 // ---------- NATS messages to the chat service ----------
 
-/** Who is asking: test keys are served by the simulator and never charged. */
-const Caller = { org_id: z.string().min(1), mode: z.enum(['live', 'test']) };
+/**
+ * Who is asking: test keys are served by the simulator and never charged. `key_id` names the API key, which the
+ * capture records for usage by key (absent from gateways of an earlier release).
+ */
+const Caller = { org_id: z.string().min(1), mode: z.enum(['live', 'test']), key_id: z.string().min(1).max(100).optional() };
 
 /**
  * Where a streamed answer goes. The chat service publishes `StreamFrame`s on this subject (one the

@@ -20,3 +20,4 @@ export * from './streams';
 export * from './model-id';
 export * from './catalog';
 export * from './providers';
+export * from './usage';

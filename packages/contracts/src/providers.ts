@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { groupList, UsageDay, UsagePageFields, UsageWindowFields } from './usage';
 
 /** One deployment as this replica's router sees it (GET /admin/v1/providers). */
 export const DeploymentStatusSchema = z.object({
@@ -25,39 +26,32 @@ export type DeploymentStatus = z.infer<typeof DeploymentStatusSchema>;
 export const DeploymentStatusListSchema = z.object({ object: z.literal('list'), data: z.array(DeploymentStatusSchema) });
 export type DeploymentStatusList = z.infer<typeof DeploymentStatusListSchema>;
 
-const Day = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'a UTC day, YYYY-MM-DD');
-export const USAGE_GROUPS = ['model', 'provider', 'deployment', 'day'] as const;
+export const USAGE_GROUPS = ['key', 'model', 'provider', 'deployment', 'day'] as const;
 
 /**
  * GET /admin/v1/usage: what paid requests used, earned and cost us, from `start` to `end` (UTC days, both
- * included; the last 30 days by default, at most 366), grouped by any of model, provider, deployment and day.
+ * included; the last 30 days by default, at most 366), grouped by any of key, model, provider, deployment and day,
+ * a page of rows at a time (`limit`, `after`), as JSON or CSV (`format`).
  */
 export const UsageQuery = z
   .object({
-    start: Day.optional(),
-    end: Day.optional(),
-    group_by: z
-      .string()
-      .default('model,provider')
-      .transform((v, ctx) => {
-        const groups = v.split(',').map((g) => g.trim()).filter(Boolean);
-        for (const g of groups) {
-          if (!(USAGE_GROUPS as readonly string[]).includes(g)) {
-            ctx.addIssue({ code: 'custom', message: `group_by takes ${USAGE_GROUPS.join(', ')}, separated by commas; not '${g}'` });
-            return z.NEVER;
-          }
-        }
-        return [...new Set(groups)] as Array<(typeof USAGE_GROUPS)[number]>;
-      }),
+    ...UsageWindowFields,
+    group_by: groupList(USAGE_GROUPS, 'model,provider'),
     /** One organization's usage only. */
     org_id: z.string().min(1).max(100).optional(),
+    ...UsagePageFields,
   })
   .strict();
 
 export const UsageRowSchema = z.object({
-  model: z.string().optional(),
-  provider: z.string().optional(),
-  deployment: z.string().optional(),
+  /** Grouped by key: the API key that made the requests; null for captures recorded before they named their key. */
+  key_id: z.string().nullable().optional(),
+  /** The key's name; null when no API key has that id. */
+  key_name: z.string().nullable().optional(),
+  /** Null for captures recorded without what served them (grouped by key only). */
+  model: z.string().nullable().optional(),
+  provider: z.string().nullable().optional(),
+  deployment: z.string().nullable().optional(),
   day: z.string().optional(),
   requests: z.int().nonnegative(),
   input_tokens: z.int().nonnegative(),
@@ -73,9 +67,12 @@ export const UsageRowSchema = z.object({
 
 export const UsageReportSchema = z.object({
   object: z.literal('usage_report'),
-  start: Day,
-  end: Day,
+  start: UsageDay,
+  end: UsageDay,
   group_by: z.array(z.enum(USAGE_GROUPS)),
   data: z.array(UsageRowSchema),
+  has_more: z.boolean(),
+  /** Pass as `after` for the next page; null on the last. */
+  next_after: z.string().nullable(),
 });
 export type UsageReport = z.infer<typeof UsageReportSchema>;

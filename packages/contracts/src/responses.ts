@@ -329,6 +329,8 @@ export const ResponseMessages = {
   create: CreateResponseBody.extend({
     ...OrgRef,
     mode: z.enum(['live', 'test']),
+    /** The API key asking, recorded with the charge (as on a chat completion's request). */
+    key_id: z.string().min(1).max(100).optional(),
     stream_to: z.string().max(200).startsWith(`${Subjects.chat.streamPrefix}.`).optional(),
   }),
   get: z.object(ResponseRef),

@@ -28,6 +28,8 @@ export const Subjects = {
     keyDailyUsage: 'billing.keys.daily_usage',
     /** What captures recorded of the deployment that served them, summed by day and deployment. */
     providerUsage: 'billing.usage.providers',
+    /** What captures charged one organization, summed by key, model and day. */
+    keyUsage: 'billing.usage.keys',
     createMember: 'billing.members.create',
     listMembers: 'billing.members.list',
     removeMember: 'billing.members.remove',

@@ -176,7 +176,8 @@ export const contentPolicyViolation = (message: string) =>
 
 // ---------- NATS request/reply messages to the video service ----------
 
-const Caller = { org_id: z.string().min(1), mode: z.enum(['live', 'test']) };
+/** `key_id`: the API key asking, recorded with the video and its charge (absent from gateways of an earlier release). */
+const Caller = { org_id: z.string().min(1), mode: z.enum(['live', 'test']), key_id: z.string().min(1).max(100).optional() };
 const VideoRef = { org_id: z.string().min(1), video_id: z.string().min(1) };
 
 export const VideoMessages = {
@@ -225,6 +226,8 @@ export const VideoEvents = {
     request_hash: z.string().nullable(),
     /** The replica that runs the job (absent in events written before replicas). */
     replica: z.string().optional(),
+    /** The API key that asked, named on the capture (absent in events written before captures named their key). */
+    key_id: z.string().optional(),
   }),
   /** Another replica runs the job from now on: the one that did stopped (`previous`, null before replicas). */
   VideoJobTakenOver: z.object({ ...VideoKey, replica: z.string(), previous: z.string().nullable() }),

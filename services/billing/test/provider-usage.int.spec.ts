@@ -125,6 +125,8 @@ describe('billing: usage per provider deployment', () => {
         { day: day2, deployment: 'chat-2-openai', requests: 1, input_tokens: 500, output_tokens: 500, seconds: 0, revenue: 0.3, provider_cost: 0.299999, margin: 0.000001 },
         { day: day2, deployment: 'video-2-fal', requests: 2, input_tokens: 0, output_tokens: 0, seconds: 12, revenue: 1.2, provider_cost: 0.750001, margin: 0.449999 },
       ],
+      has_more: false,
+      next_after: null,
     });
   });
 

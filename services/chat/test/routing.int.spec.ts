@@ -211,12 +211,13 @@ describe('chat-2 across deployments', () => {
     expect(captures).toHaveLength(1);
   });
 
-  it("records which deployment served each request and what it cost us, at the deployment's prices", async () => {
+  it("records which deployment served each request, the key that asked, and what it cost us, at the deployment's prices", async () => {
     // 2 USD per million prompt tokens, 10 USD per million completion tokens, in micro-USD.
     await start([spec('priced', new FaultyProvider('priced', () => 'ok'), 1, { input: 2_000_000, output: 10_000_000 })]);
-    const answer = await ask();
+    const answer = await ask({ key_id: 'key_backend' });
     const { prompt_tokens, completion_tokens } = answer.usage;
     expect(captures[0]!.usage).toEqual({
+      key_id: 'key_backend',
       product: 'chat',
       model: 'chat-2',
       deployment: 'priced',

@@ -170,6 +170,8 @@ describe('GET /admin/v1/usage', () => {
         { model: 'chat-2', provider: 'openai', requests: 2, input_tokens: 200, output_tokens: 400, seconds: 0, revenue: 0.323457, provider_cost: 0.250001, margin: 0.073456 },
         { model: 'chat-2', provider: 'simulator', requests: 1, input_tokens: 100, output_tokens: 200, seconds: 0, revenue: 0.00001, provider_cost: 0, margin: 0.00001 },
       ],
+      has_more: false,
+      next_after: null,
     });
   });
 
@@ -204,7 +206,7 @@ describe('the OpenAPI document', () => {
     expect(providers.security).toEqual([{ adminToken: [] }]);
     expect(providers.responses['200'].content['application/json'].schema.properties.data.items.required).toContain('circuit');
     const usage = doc.paths['/admin/v1/usage'].get;
-    expect(usage.parameters.map((p: { name: string }) => p.name)).toEqual(['start', 'end', 'group_by', 'org_id']);
+    expect(usage.parameters.map((p: { name: string }) => p.name)).toEqual(['start', 'end', 'group_by', 'org_id', 'limit', 'after', 'format']);
     expect(usage.responses['200'].content['application/json'].schema.properties.data.items.required).toEqual(
       expect.arrayContaining(['requests', 'revenue', 'provider_cost', 'margin']),
     );

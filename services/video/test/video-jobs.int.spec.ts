@@ -214,7 +214,7 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
     expect(billing.releases).toEqual([created.id]);
   });
 
-  it('fails a submission over to the next deployment of the catalog when the first is down, polls the job there, and records it with the charge', async () => {
+  it('fails a submission over to the next deployment of the catalog when the first is down, polls the job there, and records it and the key that asked with the charge', async () => {
     const down = await startFakeUpstream(API_KEY, mp4);
     try {
       down.refuseNextCreate(503, 'server_error', 'Overloaded.');
@@ -230,7 +230,7 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
         ].join('\n'),
       );
       const { service } = await start({ MODELS_FILE: catalog, VIDEO_UPSTREAM_API_KEY: API_KEY, VIDEO_PROVIDER: 'simulator' });
-      const created = await service.create(request);
+      const created = await service.create({ ...request, key_id: 'key_studio' });
       await runDue();
       expect(upstreamJob()).toMatchObject({ model: 'sora-2-backup' });
       expect((await retrieve(created.id)).status).toBe('in_progress');
@@ -249,6 +249,8 @@ describe('video jobs against an OpenAI-compatible upstream', () => {
         upstream_model: 'sora-2-backup',
         seconds: 4,
         provider_cost_micros: 280_000,
+        // Named at the create, kept on the video's stream across the restart.
+        key_id: 'key_studio',
       });
     } finally {
       await down.close();

@@ -11,8 +11,8 @@ import {
   DomainError,
   effectiveLimits,
   type IdSource,
-  invalidRequest,
   type KeyDailyUsage,
+  type KeyUsageReport,
   type KeyPrincipal,
   type LedgerEntry,
   type Member,
@@ -39,10 +39,9 @@ import {
   type MemberDoc,
   type OpenReservationDoc,
   type OrganizationDoc,
-  type ProviderUsageFigures,
-  type ProviderUsageTotalDoc,
 } from '../projections/documents';
 import { recordReservation } from './telemetry';
+import { UsageReports } from './usage-reports';
 
 /** Lets every gateway forget a key or an organization's cached limits before we answer. */
 export interface GatewayNotifier {
@@ -74,13 +73,12 @@ export const DEFAULT_RESERVATION_TTL_SECONDS = 3_600;
 const EXPIRY_SWEEP_LIMIT = 500;
 /** Holders one answer names at most: far more replicas than any deployment runs. */
 const HOLDERS_LIMIT = 1_000;
-/** The days a usage report covers when it names no start. */
-const USAGE_DEFAULT_DAYS = 30;
-/** The longest usage report, in days: a year, leap years included. */
-const USAGE_MAX_DAYS = 366;
-
 export class BillingService {
-  constructor(private readonly deps: BillingDeps) {}
+  private readonly usageReports: UsageReports;
+
+  constructor(private readonly deps: BillingDeps) {
+    this.usageReports = new UsageReports(deps);
+  }
 
   private get orgs() {
     return this.deps.readModels.collection<OrganizationDoc>(Collections.organizations);
@@ -339,79 +337,14 @@ export class BillingService {
     };
   }
 
-  /**
-   * What paid requests used, earned and cost us from `start` to `end` (UTC days, both included), summed by
-   * the groups asked for, in their order; money is added up in micro-USD and turned into USD once per row.
-   */
-  async providerUsage(m: BillingMessage<'providerUsage'>): Promise<UsageReport> {
-    for (const param of ['start', 'end'] as const) {
-      const day = m[param];
-      // The contract checks the shape only: 2026-02-30 has it.
-      if (day !== undefined && !isCalendarDay(day)) {
-        throw invalidRequest('invalid_parameter', `Invalid '${param}': ${day} is not a day of the calendar.`, param);
-      }
-    }
-    const end = m.end ?? utcDay(this.deps.clock.now());
-    const start = m.start ?? utcDay(Date.parse(end) - (USAGE_DEFAULT_DAYS - 1) * DAY_SECONDS * 1000);
-    if (end < start) {
-      // When only start was given, it is start that lies past today.
-      const param = m.end === undefined ? 'start' : 'end';
-      throw invalidRequest('invalid_parameter', `Invalid '${param}': end (${end}) is before start (${start}).`, param);
-    }
-    const days = (Date.parse(end) - Date.parse(start)) / (DAY_SECONDS * 1000) + 1;
-    if (days > USAGE_MAX_DAYS) {
-      throw invalidRequest('invalid_parameter', `Invalid 'start': ${start} to ${end} is ${days} days; a report covers at most ${USAGE_MAX_DAYS}.`, 'start');
-    }
-    const range = { $gte: start, $lte: end };
-    let docs: ProviderUsageFigures[];
-    if (m.org_id === undefined) {
-      docs = await this.deps.readModels.collection<ProviderUsageTotalDoc>(Collections.providerUsageTotals).find({ day: range });
-    } else {
-      await this.organizationDoc(m.org_id);
-      const days = await this.deps.readModels.collection<DailySpendDoc>(Collections.dailySpend).find({ org_id: m.org_id, day: range });
-      docs = days.flatMap((d) =>
-        Object.entries(d.served ?? {}).map(([key, figures]) => {
-          const [model, provider, deployment] = JSON.parse(key) as [string, string, string];
-          return { day: d.day, model, provider, deployment, ...figures };
-        }),
-      );
-    }
-    const rows = new Map<string, ProviderUsageFigures>();
-    for (const doc of docs) {
-      const key = JSON.stringify(m.group_by.map((group) => doc[group]));
-      const row = rows.get(key);
-      if (!row) {
-        rows.set(key, { ...doc });
-        continue;
-      }
-      row.requests += doc.requests;
-      row.input_tokens += doc.input_tokens;
-      row.output_tokens += doc.output_tokens;
-      row.seconds += doc.seconds;
-      row.revenue_micros += doc.revenue_micros;
-      row.provider_cost_micros += doc.provider_cost_micros;
-    }
-    const order = (a: ProviderUsageFigures, b: ProviderUsageFigures) => {
-      for (const group of m.group_by) if (a[group] !== b[group]) return a[group] < b[group] ? -1 : 1;
-      return 0;
-    };
-    const sorted = [...rows.values()].sort(order);
-    return {
-      object: 'usage_report',
-      start,
-      end,
-      group_by: m.group_by,
-      data: sorted.map((row) => ({
-        ...Object.fromEntries(m.group_by.map((group) => [group, row[group]])),
-        requests: row.requests,
-        input_tokens: row.input_tokens,
-        output_tokens: row.output_tokens,
-        seconds: row.seconds,
-        revenue: microsToUsd(row.revenue_micros),
-        provider_cost: microsToUsd(row.provider_cost_micros),
-        margin: microsToUsd(row.revenue_micros - row.provider_cost_micros),
-      })),
-    };
+  /** What paid requests used, earned and cost us (the admin API's report). */
+  providerUsage(m: BillingMessage<'providerUsage'>): Promise<UsageReport> {
+    return this.usageReports.providerUsage(m);
+  }
+
+  /** What one organization's paid requests used and were charged, by key, model and day (the console's report). */
+  keyUsage(m: BillingMessage<'keyUsage'>): Promise<KeyUsageReport> {
+    return this.usageReports.keyUsage(m);
   }
 
   async createMember(m: BillingMessage<'createMember'>): Promise<Member> {
@@ -516,11 +449,6 @@ export class BillingService {
     return { status: 'ok' as const };
   }
 }
-
-const isCalendarDay = (day: string) => {
-  const ms = Date.parse(day);
-  return Number.isFinite(ms) && utcDay(ms) === day;
-};
 
 const toOrganization = (doc: OrganizationDoc): Organization => ({
   id: doc._id,

@@ -118,6 +118,11 @@ export class BillingController {
     return answer(BillingMessages.providerUsage, p, (m) => this.billing.providerUsage(m), this.unexpected);
   }
 
+  @MessagePattern(Subjects.billing.keyUsage)
+  keyUsage(@Payload() p: unknown) {
+    return answer(BillingMessages.keyUsage, p, (m) => this.billing.keyUsage(m), this.unexpected);
+  }
+
   @MessagePattern(Subjects.billing.createMember)
   createMember(@Payload() p: unknown) {
     return answer(BillingMessages.createMember, p, (m) => this.billing.createMember(m), this.unexpected);

@@ -97,7 +97,7 @@ export interface CompletionVia {
   watchTo?: string;
 }
 
-type Caller = { org_id: string; mode: 'live' | 'test' };
+type Caller = { org_id: string; mode: 'live' | 'test'; key_id?: string | undefined };
 
 /** What a chat request asks of the generation beyond its messages, passed on as it is. */
 type Shape = Pick<GenerationRequest, 'tools' | 'toolChoice' | 'parallelToolCalls' | 'responseFormat' | 'logprobs' | 'seed'> & { options: PassThroughOptions };
@@ -420,7 +420,7 @@ export class ChatService {
       model: request.model,
       provider,
       microsPer1kTokens,
-      caller: { org_id: request.org_id, mode: request.mode },
+      caller: { org_id: request.org_id, mode: request.mode, key_id: request.key_id },
       prompts,
       maxTokens,
       temperature: request.temperature,
@@ -629,6 +629,7 @@ export class ChatService {
       input_tokens: outcome.usage.prompt_tokens,
       output_tokens: outcome.usage.completion_tokens,
       provider_cost_micros: outcome.providerCostMicros,
+      ...(job.caller.key_id !== undefined ? { key_id: job.caller.key_id } : {}),
     };
     return this.deps.funds.capture(job.caller.org_id, job.id, charged, usage, { answerWhenDecided: appendFollows });
   }

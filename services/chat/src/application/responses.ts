@@ -80,6 +80,7 @@ export class ResponsesService {
       ...(m.stream_to !== undefined ? { stream_to: m.stream_to } : {}),
       org_id: m.org_id,
       mode: m.mode,
+      ...(m.key_id !== undefined ? { key_id: m.key_id } : {}),
     });
     const via = { history, ...(plan.instructions !== undefined ? { instructions: plan.instructions } : {}), keep: plan.store };
     const record = (completionId: string, sessionId: string, response: ResponseObject) =>

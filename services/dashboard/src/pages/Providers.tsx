@@ -11,6 +11,7 @@ const REFRESH_MS = 5_000;
 const CIRCUIT_BADGE: Record<DeploymentStatus['circuit'], string> = { closed: 'active', half_open: 'pending', open: 'failed' };
 
 const GROUP_LABELS: Record<(typeof USAGE_GROUPS)[number], string> = {
+  key: 'API key',
   model: 'Model',
   provider: 'Provider',
   deployment: 'Deployment',
@@ -18,6 +19,10 @@ const GROUP_LABELS: Record<(typeof USAGE_GROUPS)[number], string> = {
 };
 
 const count = (n: number) => n.toLocaleString('en-US');
+
+/** A row's value of one group: a key by its name where it has one (null: charges recorded without a key or model). */
+const groupValue = (row: UsageReport['data'][number], group: (typeof USAGE_GROUPS)[number]) =>
+  (group === 'key' ? (row.key_name ?? row.key_id) : row[group]) ?? '—';
 const latency = (ms: number | null) => (ms === null ? '—' : `${count(Math.round(ms))} ms`);
 const share = (rate: number | null) => (rate === null ? '—' : `${(rate * 100).toFixed(1)} %`);
 
@@ -175,10 +180,10 @@ function Usage() {
             </thead>
             <tbody>
               {r.data.map((row) => (
-                <tr key={r.group_by.map((group) => row[group]).join('/')}>
+                <tr key={r.group_by.map((group) => (group === 'key' ? row.key_id : row[group])).join('/')}>
                   {r.group_by.map((group) => (
                     <td key={group} className={group === 'deployment' ? 'mono' : undefined}>
-                      {row[group]}
+                      {groupValue(row, group)}
                     </td>
                   ))}
                   <td className="num">{count(row.requests)}</td>

@@ -18,13 +18,12 @@ import {
   parseOrThrow,
   Subjects,
   UpdateOrganizationBody,
-  UsageQuery,
-  UsageReportSchema,
   unwrap,
   usdToMicros,
 } from '@oc/contracts';
 import { PasswordHasher } from '../application/passwords';
 import type { Route } from './routes';
+import { adminUsageRoute } from './usage-routes';
 
 /** The operators' API under `/admin/v1`, authorized by ADMIN_TOKEN; API keys never pass here. */
 export function adminRoutes(passwords: PasswordHasher = new PasswordHasher()): Route<'admin'>[] {
@@ -191,18 +190,6 @@ export function adminRoutes(passwords: PasswordHasher = new PasswordHasher()): R
         return { ok: true, data: { object: 'list', data: [...chat, ...video] } };
       },
     },
-    {
-      method: 'GET',
-      path: '/admin/v1/usage',
-      scope: null,
-      doc: {
-        summary: 'What paid requests used, earned and cost us per model, provider, deployment or UTC day (the last 30 days by default)',
-        query: UsageQuery,
-        response: UsageReportSchema,
-        // An org_id that names no organization.
-        errors: [404],
-      },
-      handle: ({ services, query, headers }) => services.request(Subjects.billing.providerUsage, parseOrThrow(UsageQuery, query), { headers }),
-    },
+    adminUsageRoute,
   ];
 }

@@ -176,7 +176,7 @@ async function completion(
   const window = chatTokenWindow(ctx.principal);
   const room = await ctx.limits.peek(window);
   if (!room.allowed) throw rateLimited(room.retryAfterSeconds, 'chat tokens per day');
-  const message = { ...body, org_id: ctx.principal.org_id, mode: ctx.principal.mode };
+  const message = { ...body, org_id: ctx.principal.org_id, mode: ctx.principal.mode, key_id: ctx.principal.key_id };
   // The request's own subject: its frames, and the notice of the replica that runs it, come there; a cancel names it.
   const own = `${Subjects.chat.streamPrefix}.${randomId()}`;
   const givenUp = new GivenUp(waiting.cut);

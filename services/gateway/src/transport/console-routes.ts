@@ -12,7 +12,9 @@ import {
 } from '@oc/contracts';
 import type { Request, Response } from 'express';
 import type { ConsoleSessions } from '../application/console-sessions';
+import { csvCell } from './csv';
 import type { Route, RouteContext } from './routes';
+import { consoleUsageRoute } from './usage-routes';
 
 /**
  * Who may call a console route: anyone (signing in), any session (reading or ending itself), a member of an
@@ -143,6 +145,7 @@ export function consoleRoutes(v1: Route[], admin: Route<'admin'>[], sessions: Co
     ownOrganization('POST', `${ORG}/keys`, '/console/v1/keys'),
     ownOrganization('DELETE', `${ORG}/keys/:key_id`, '/console/v1/keys/:key_id'),
     ownOrganization('GET', `${ORG}/key-usage`, '/console/v1/key-usage'),
+    { ...consoleUsageRoute, who: 'member' },
     asMember('GET', '/v1/videos', '/console/v1/videos'),
     asMember('GET', '/v1/videos/:id', '/console/v1/videos/:id'),
     asMember('DELETE', '/v1/videos/:id', '/console/v1/videos/:id'),
@@ -163,14 +166,6 @@ export function consoleRoutes(v1: Route[], admin: Route<'admin'>[], sessions: Co
 }
 
 const CSV_COLUMNS = ['id', 'created', 'type', 'amount_usd', 'charged_usd', 'available_after_usd', 'description', 'reference'];
-
-/** RFC 4180 quoting; a text cell that a spreadsheet would run as a formula is prefixed with `'`. */
-export function csvCell(value: string | number | null): string {
-  if (value === null) return '';
-  if (typeof value === 'number') return String(value);
-  const text = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
-  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
-}
 
 /** Streams the ledger page by page (100 entries each), so an export of any length holds one page in memory. */
 async function sendLedgerCsv(ctx: RouteContext<ConsolePrincipal>, orgId: string): Promise<void> {

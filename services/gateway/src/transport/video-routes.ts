@@ -32,7 +32,7 @@ function idempotencyKey(ctx: RouteContext): { idempotency_key?: string } {
   return { idempotency_key: parsed.data };
 }
 
-const caller = (ctx: RouteContext) => ({ org_id: ctx.principal.org_id, mode: ctx.principal.mode });
+const caller = (ctx: RouteContext) => ({ org_id: ctx.principal.org_id, mode: ctx.principal.mode, key_id: ctx.principal.key_id });
 
 const POLL_AFTER = {
   'openai-poll-after-ms': 'While the video is queued or in progress: milliseconds to wait before reading it again (5000 or more)',

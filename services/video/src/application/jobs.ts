@@ -223,6 +223,7 @@ export class VideoJobs {
       upstream_model: serving.upstreamModel,
       seconds,
       provider_cost_micros: seconds * serving.costMicrosPerSecond(state.size),
+      ...(state.keyId !== null ? { key_id: state.keyId } : {}),
     };
   }
 

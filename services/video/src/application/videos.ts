@@ -81,6 +81,7 @@ const reused = () =>
 interface Caller {
   org_id: string;
   mode: 'live' | 'test';
+  key_id?: string | undefined;
   idempotency_key?: string | undefined;
 }
 
@@ -357,6 +358,7 @@ export class VideoService {
       requestHash: idempotency?.requestHash ?? null,
       now: this.deps.clock.now(),
       replica,
+      keyId: caller.key_id,
     });
     if (caller.mode === 'live') {
       const description = `Video ${videoId} (${request.model}, ${request.seconds}s, ${request.size})`;

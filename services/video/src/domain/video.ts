@@ -40,6 +40,8 @@ export type VideoCommand =
       requestHash: string | null;
       now: number;
       replica: string;
+      /** The API key that asked, named on the capture. */
+      keyId?: string | undefined;
     }
   | { type: 'AcceptVideo'; replica: string }
   | { type: 'RejectVideo'; reason: 'insufficient_quota' | 'abandoned'; replica: string }
@@ -66,6 +68,8 @@ export interface ActiveVideo {
   orgId: string;
   videoId: string;
   mode: 'live' | 'test';
+  /** The API key that asked; null for videos requested before it was recorded. */
+  keyId: string | null;
   model: VideoModel;
   prompt: string;
   seconds: VideoSeconds;
@@ -172,6 +176,7 @@ function decide(command: VideoCommand, state: VideoState): VideoJobEvent[] {
           idempotency_key: command.idempotencyKey,
           request_hash: command.requestHash,
           replica: command.replica,
+          ...(command.keyId !== undefined ? { key_id: command.keyId } : {}),
         },
       },
     ];
@@ -265,6 +270,7 @@ function evolve(state: VideoState, event: VideoJobEvent): VideoState {
       orgId: d.org_id,
       videoId: d.video_id,
       mode: d.mode,
+      keyId: d.key_id ?? null,
       model: d.model,
       prompt: d.prompt,
       seconds: d.seconds,

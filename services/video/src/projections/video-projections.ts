@@ -46,6 +46,8 @@ function fromDoc(doc: VideoDoc): ActiveVideo {
     orgId: doc.org_id,
     videoId: doc._id,
     mode: doc.mode,
+    // Not kept in the document: only the job's capture, which reads the stream, needs it.
+    keyId: null,
     model: doc.model,
     prompt: doc.prompt,
     seconds: doc.seconds,
