@@ -34,6 +34,7 @@ import { ChatCollections, type ChatSessionDoc } from '../projections/documents';
 import { type ChatProvider, type FramePublisher, type Funds, type GenerationRequest, PASS_THROUGH_OPTIONS, type PassThroughOptions, type ServedBy, type Tokenizer } from './ports';
 import { ChoiceBuilder, chatChunks, chatCompletionBody, generatedText, type Outcome, type Progress } from './chat-answers';
 import { FrameSequence } from './frames';
+import { type AnswerMeter, meterAnswer } from './answer-metrics';
 
 export interface ChatPricing {
   /** Integer micro-USD per 1,000 tokens (0.08 USD = 80,000). */
@@ -119,6 +120,8 @@ interface Job {
   n: number;
   shape: Shape;
   reservedMicros: number;
+  /** Times the answer for the GenAI server metrics, from its reservation on. */
+  meter: AnswerMeter;
 }
 
 /** A stream that failed after some of its text reached the client: charged for what was delivered. */
@@ -427,6 +430,7 @@ export class ChatService {
       stop: request.stop == null ? [] : typeof request.stop === 'string' ? [request.stop] : request.stop,
       ...choices,
       reservedMicros,
+      meter: meterAnswer(id.startsWith('cmpl_') ? 'text_completion' : 'chat', request.model, request.mode),
     };
     if (job.caller.mode === 'live') this.refuseUnsupported(job);
     if (!this.charged(job)) return job;
@@ -557,6 +561,18 @@ export class ChatService {
     return job.caller.mode === 'live' && job.reservedMicros > 0;
   }
 
+  /** `generateAndCharge`, timed for the GenAI server metrics: a stream the caller cut short counts as cancelled. */
+  private async run(job: Job, sink: Sink, cancel: AbortSignal | undefined, record: Recorder | undefined): Promise<Outcome> {
+    try {
+      const outcome = await this.generateAndCharge(job, sink, cancel, record);
+      job.meter.answered(outcome, cancel?.aborted === true);
+      return outcome;
+    } catch (error) {
+      job.meter.failed(error);
+      throw error;
+    }
+  }
+
   /**
    * Generates every choice, then charges exactly the usage (capped at the reservation). A cancelled
    * call is charged for what was generated; a failed one is not charged at all. The caller is answered only
@@ -566,7 +582,7 @@ export class ChatService {
    * the caller is answered: its commit is the capture's too, and no exchange is kept unpaid. Without one
    * (a text completion, a response not stored), the capture itself is answered once stored.
    */
-  private async run(job: Job, sink: Sink, cancel: AbortSignal | undefined, record: Recorder | undefined): Promise<Outcome> {
+  private async generateAndCharge(job: Job, sink: Sink, cancel: AbortSignal | undefined, record: Recorder | undefined): Promise<Outcome> {
     let outcome: Outcome;
     // One controller for the deadline and the client's cancel (AbortSignal.any and .timeout cost more per call).
     const stop = new AbortController();
@@ -656,6 +672,7 @@ export class ChatService {
           }
           if (event.type === 'finish' && event.usage) reported = event.usage;
           const progress = built.add(event);
+          if (progress && progress.type !== 'finish') job.meter.token();
           if (progress) await sink(progress);
         }
       } catch (error) {
