@@ -48,8 +48,8 @@ const readers = new Set<Reader>();
 const lagGauge = instruments((meter) => {
   const gauge = meter.createObservableGauge('oc.eventstore.subscription.lag', {
     description:
-      "Events of the log a reader (a service's projections, an outbox relay, an embedded durable consumer) has not handled yet: the log's last position less the reader's.",
-    unit: '{event}',
+      "How far a reader of the log (a service's projections, an outbox relay, an embedded durable consumer) is behind it: the log's last position less the last one the reader handled. A position is an event in SQLite, a commit position (which grows with each event's size) in KurrentDB.",
+    unit: '{position}',
   });
   gauge.addCallback(async (result) => {
     const heads = new Map<EventStore, Promise<number | undefined>>();
@@ -59,7 +59,8 @@ const lagGauge = instruments((meter) => {
         // A log that cannot be reached now is left out of this collection rather than failing the others.
         if (!head) heads.set(reader.store, (head = reader.store.headPosition().catch(() => undefined)));
         const last = await head;
-        if (last !== undefined) result.observe(Math.max(0, last - reader.position()), reader.attributes);
+        // -1 is a reader that has handled nothing yet: SQLite's positions start at 1, KurrentDB's further on.
+        if (last !== undefined) result.observe(Math.max(0, last - Math.max(0, reader.position())), reader.attributes);
       }),
     );
   });
