@@ -101,7 +101,8 @@ function routedProviders(
       new DeploymentPool(
         served.map((d) => {
           const target = videoTarget(d, simulator);
-          const provider = d.provider === 'simulator' ? 'oc.simulator' : d.provider;
+          // OpenTelemetry's well-known value for Gemini (Veo through generativelanguage.googleapis.com).
+          const provider = d.provider === 'simulator' ? 'oc.simulator' : d.provider === 'gemini' ? 'gcp.gemini' : d.provider;
           return { id: d.id, provider: d.provider, model: d.model, weight: d.weight, maxConcurrency: d.maxConcurrency, rpm: d.rpm, target: { ...target, provider: trace(target.provider, provider, d.provider === 'simulator' ? undefined : d.model) } };
         }),
         { now: () => runtime.clock.now(), random: runtime.random ?? Math.random },
