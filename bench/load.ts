@@ -4,11 +4,15 @@
  */
 import autocannon from 'autocannon';
 import type { HttpLoadJob, HttpLoadResult, LoadJob } from './jobs';
+import { oneAtATime } from './one-at-a-time';
 import { Samples } from './stats';
 import { streamLoad } from './stream-client';
 import { Receiver, runVideos } from './videos';
 
-/** autocannon's own histogram keeps whole milliseconds; each response's time is kept here unrounded. */
+/**
+ * autocannon's own histogram keeps whole milliseconds; each 2xx response's time is kept here unrounded. Its
+ * connections go to the job's origins in turn.
+ */
 function httpLoad(job: HttpLoadJob): Promise<HttpLoadResult> {
   let next = 0;
   const latency = new Samples();
@@ -16,7 +20,8 @@ function httpLoad(job: HttpLoadJob): Promise<HttpLoadResult> {
   return new Promise((resolve, reject) => {
     const instance = autocannon(
       {
-        url: job.origin,
+        // Several URLs take the connections in turn (autocannon's runtime does; its types say one URL).
+        url: job.origins as unknown as string,
         connections: job.connections,
         duration: job.durationSeconds,
         requests: [{ setupRequest: (request) => ({ ...request, ...job.requests[next++ % job.requests.length]! }) }],
@@ -26,11 +31,11 @@ function httpLoad(job: HttpLoadJob): Promise<HttpLoadResult> {
         for (const [status, { count }] of Object.entries(result.statusCodeStats ?? {})) {
           if (!status.startsWith('2')) details.add(`status ${status}: ${count ?? 0} responses`);
         }
-        const requests = result['2xx'] + result.non2xx;
         resolve({
-          requests,
+          requests: result['2xx'] + result.non2xx,
+          ok: result['2xx'],
           seconds: result.duration,
-          rps: requests / result.duration,
+          rps: result['2xx'] / result.duration,
           p50: latency.percentile(50),
           p99: latency.percentile(99),
           non2xx: result.non2xx,
@@ -39,7 +44,9 @@ function httpLoad(job: HttpLoadJob): Promise<HttpLoadResult> {
         });
       },
     );
-    instance.on('response', (_client, _status, _bytes, ms) => latency.push(ms));
+    instance.on('response', (_client, status, _bytes, ms) => {
+      if (status >= 200 && status < 300) latency.push(ms);
+    });
     instance.on('reqError', (error: Error) => details.add(String(error?.message ?? error)));
   });
 }
@@ -53,6 +60,8 @@ function handle(job: LoadJob): Promise<unknown> {
       return httpLoad(job);
     case 'stream':
       return streamLoad(job);
+    case 'one-at-a-time':
+      return oneAtATime(job);
     case 'receiver':
       receiverPort ??= receiver.listen();
       return receiverPort.then((port) => ({ port }));

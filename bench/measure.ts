@@ -1,6 +1,6 @@
 import type { Failures, HttpLoadJob, HttpLoadResult, StreamLoadJob } from './jobs';
 import type { LoadProcess } from './load-client';
-import { type Processes, residentMb } from './processes';
+import { type Child, MS_PER_CLOCK_TICK, pidsCpuTicks, type Processes, residentMb, treeCpuTicks } from './processes';
 import { median } from './stats';
 
 export interface Plan {
@@ -63,6 +63,10 @@ export function summarize<R extends Failures>(rounds: R[], extra: Failures[] = [
 export interface Contender {
   name: string;
   job: Omit<HttpLoadJob, 'durationSeconds'> | Omit<StreamLoadJob, 'durationSeconds'>;
+  /** The processes (and theirs) whose CPU time each run counts, per 2xx answer (`cpuMsPerRequest`). */
+  cpu?: Child[];
+  /** Servers it uses that are not its own (NATS, Redis), counted apart (`serversCpuMsPerRequest`). */
+  servers?: number[];
 }
 
 /**
@@ -77,7 +81,19 @@ export async function compare<R extends HttpLoadResult>(
   const { load, plan } = bench;
   const run = async (c: Contender, durationSeconds: number) => {
     await bench.processes.quiet(plan.settleMaxMs);
-    return (await load.run({ ...c.job, durationSeconds } as HttpLoadJob | StreamLoadJob)) as R;
+    const job = { ...c.job, durationSeconds } as HttpLoadJob | StreamLoadJob;
+    if (!c.cpu) return (await load.run(job)) as R;
+    const servers = c.servers ?? [];
+    const before = { own: await treeCpuTicks(c.cpu), servers: await pidsCpuTicks(servers) };
+    const result = (await load.run(job)) as R;
+    // The work the answers left behind (projections, the outbox's publishing) is theirs: counted until quiet.
+    await bench.processes.quiet(plan.settleMaxMs, c.cpu);
+    const perRequest = (ticks: number) => (ticks * MS_PER_CLOCK_TICK) / result.ok;
+    return {
+      ...result,
+      cpuMsPerRequest: perRequest((await treeCpuTicks(c.cpu)) - before.own),
+      ...(servers.length > 0 ? { serversCpuMsPerRequest: perRequest((await pidsCpuTicks(servers)) - before.servers) } : {}),
+    };
   };
   const warmups = new Map<string, R>();
   const rounds = new Map<string, R[]>(contenders.map((c) => [c.name, []]));

@@ -21,11 +21,15 @@ export class Processes {
 
   constructor(private readonly logDir: string) {}
 
-  /** A Node child with an IPC channel, its output appended to `<logDir>/<name>.log`. */
-  node(name: string, args: string[], env: Record<string, string> = {}): Child {
+  /**
+   * A Node child with an IPC channel, its output appended to `<logDir>/<name>.log`. It exits when the bench
+   * goes away, unless `exitWithParent` is false: a script that stops its own children when its IPC channel
+   * closes (`start:distributed`) must not be made to exit before it has.
+   */
+  node(name: string, args: string[], env: Record<string, string> = {}, { exitWithParent = true } = {}): Child {
     const log = join(this.logDir, `${name}.log`);
     const out = openSync(log, 'a');
-    const child = spawn(process.execPath, ['--import', EXIT_WITH_PARENT, ...args], {
+    const child = spawn(process.execPath, [...(exitWithParent ? ['--import', EXIT_WITH_PARENT] : []), ...args], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', out, out, 'ipc'],
@@ -69,16 +73,11 @@ export class Processes {
    * a quarter of a second), at most `maxMs`: a server still catching up on the last run's work
    * (subscriptions, flushes) or on its start-up work (the video simulator's ffmpeg rendering its clips
    * ahead, a child of a child) would otherwise slow the next run. Other work on the machine is not ours to wait for.
+   * `only`: these processes alone (a deployment finishing what its last run left).
    */
-  async quiet(maxMs: number): Promise<void> {
+  async quiet(maxMs: number, only?: Child[]): Promise<void> {
     const deadline = performance.now() + maxMs;
-    const used = async () => {
-      let total = 0;
-      for (const c of this.children) {
-        for (const pid of await processTree(c.process.pid)) total += await cpuTicks(pid);
-      }
-      return total;
-    };
+    const used = () => treeCpuTicks(only ?? [...this.children]);
     let before = await used();
     while (performance.now() < deadline) {
       await new Promise((r) => setTimeout(r, QUIET_WINDOW_MS));
@@ -107,6 +106,39 @@ async function processTree(pid: number | undefined): Promise<number[]> {
   }
   return tree;
 }
+
+/**
+ * CPU time, in clock ticks, that the children and every process below them have used, from /proc: what a
+ * deployment of several processes (`start:distributed`: a script, its services, their ffmpeg) costs together.
+ */
+export async function treeCpuTicks(children: Child[]): Promise<number> {
+  let total = 0;
+  for (const c of children) {
+    for (const pid of await processTree(c.process.pid)) total += await cpuTicks(pid);
+  }
+  return total;
+}
+
+/** CPU time, in clock ticks, of processes that are not the bench's children (the host's NATS server and Redis). */
+export async function pidsCpuTicks(pids: number[]): Promise<number> {
+  let total = 0;
+  for (const pid of pids) total += await cpuTicks(pid);
+  return total;
+}
+
+/** The processes whose command is one of `names` (`nats-server`, `redis-server`), from /proc. */
+export async function pidsNamed(names: string[]): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc').catch(() => [])) {
+    if (!/^\d+$/.test(entry)) continue;
+    const command = (await readFile(`/proc/${entry}/comm`, 'utf8').catch(() => '')).trim();
+    if (names.includes(command)) pids.push(Number(entry));
+  }
+  return pids;
+}
+
+/** Milliseconds of CPU per clock tick. */
+export const MS_PER_CLOCK_TICK = 1000 / CLOCK_TICKS_PER_SECOND;
 
 /** CPU time a process has used (user + system), in clock ticks, from /proc (0 elsewhere or once it is gone). */
 async function cpuTicks(pid: number | undefined): Promise<number> {

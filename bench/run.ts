@@ -1,5 +1,5 @@
 /**
- * `pnpm bench [--quick] [--distributed] [--history [--history-organizations N]] [--only chat,stream,get,video]`:
+ * `pnpm bench [--quick] [--distributed [--replicas 1,2]] [--history [--history-organizations N]] [--only chat,alone,stream,get,video]`:
  * starts every target in one run, drives them from a separate load process, and prints one report, ratios
  * first. See docs/performance.md for what each row means. `pnpm bench --soak <minutes>` instead holds the chat
  * path at its maximum rate that long and reports the service's memory every minute (`soak.ts`).
@@ -12,17 +12,17 @@ import { parseArgs } from 'node:util';
 import { historySection, restingMb } from './history';
 import { LoadProcess } from './load-client';
 import { FULL, QUICK } from './measure';
-import { Processes, ROOT } from './processes';
+import { pidsNamed, Processes, ROOT } from './processes';
 import { allValid, render, type Results, save } from './report';
 import { soak } from './soak';
-import { type Bench, CHAT, chatSection, type Deployment, getSection, NAMES, streamSection, videoSection } from './sections';
+import { type Bench, CHAT, chatSection, type Deployment, getSection, NAMES, oneAtATimeSection, streamSection, videoSection } from './sections';
 import { createTenants } from './setup';
 import { HISTORY } from './seed';
 import { ADMIN_TOKEN, startDistributed, startEmbedded } from './targets/ours';
-import { checkPeerReachesUpstream, startPeer } from './targets/peer';
+import { checkPeerReachesUpstream, PEER_PROCESSES, startPeer } from './targets/peer';
 import { startScriptTarget } from './targets/start';
 
-const SECTIONS = ['chat', 'stream', 'get', 'video'] as const;
+const SECTIONS = ['chat', 'alone', 'stream', 'get', 'video'] as const;
 type Section = (typeof SECTIONS)[number];
 
 function options() {
@@ -30,6 +30,7 @@ function options() {
     options: {
       quick: { type: 'boolean', default: false },
       distributed: { type: 'boolean', default: false },
+      replicas: { type: 'string' },
       history: { type: 'boolean', default: false },
       'history-organizations': { type: 'string', default: String(HISTORY.organizations) },
       only: { type: 'string' },
@@ -39,15 +40,19 @@ function options() {
   const only = values.only?.split(',').map((s) => s.trim()) ?? null;
   const unknown = only?.filter((s) => !(SECTIONS as readonly string[]).includes(s)) ?? [];
   if (unknown.length > 0) throw new Error(`--only takes ${SECTIONS.join(', ')}; not ${unknown.join(', ')}`);
-  if (values.quick && (values.distributed || values.history)) console.log('--quick skips --distributed and --history.');
+  if (values.quick && values.history) console.log('--quick skips --history.');
   const historyOrganizations = Number(values['history-organizations']);
   if (!Number.isInteger(historyOrganizations) || historyOrganizations < 1) throw new Error('--history-organizations takes a positive integer');
+  const replicas = (values.replicas ?? '1').split(',').map((r) => Number(r.trim()));
+  if (replicas.some((r) => !Number.isInteger(r) || r < 1 || r > 8)) throw new Error('--replicas takes whole numbers from 1 to 8, e.g. 1,2');
   const soakMinutes = values.soak === undefined ? undefined : Number(values.soak);
   if (soakMinutes !== undefined && (!Number.isInteger(soakMinutes) || soakMinutes < 1)) throw new Error('--soak takes a whole number of minutes');
   return {
     soakMinutes,
     quick: values.quick,
-    distributed: values.distributed && !values.quick,
+    // --replicas alone means --distributed with those counts.
+    distributed: values.distributed || values.replicas !== undefined,
+    replicas: [...new Set(replicas)],
     history: values.history && !values.quick,
     historyOrganizations,
     only,
@@ -74,7 +79,8 @@ async function bench(opts: ReturnType<typeof options>, processes: Processes, run
     date: new Date().toISOString(),
     machine: machine(),
     options: opts,
-    deployments: [NAMES.ours, ...(opts.distributed ? [NAMES.distributed] : [])],
+    deployments: [NAMES.ours, ...(opts.distributed ? opts.replicas.map(NAMES.distributed) : [])],
+    peerProcesses: PEER_PROCESSES,
     plan,
     startupMs: {},
     restingMb: {},
@@ -87,7 +93,7 @@ async function bench(opts: ReturnType<typeof options>, processes: Processes, run
     startScriptTarget(processes, 'upstream', 'bench/targets/upstream.ts'),
     wanted('get') ? startScriptTarget(processes, 'node-http', 'bench/targets/bare-http.ts') : undefined,
     wanted('get') ? startScriptTarget(processes, 'express', 'bench/targets/bare-express.ts') : undefined,
-    wanted('chat') ? startPeer(processes) : undefined,
+    wanted('chat') || wanted('alone') || wanted('stream') ? startPeer(processes) : undefined,
   ]);
   if (peer) await checkPeerReachesUpstream(peer, upstream, CHAT);
   for (const t of [upstream, nodeHttp, express, peer]) if (t) results.startupMs[t.name] = t.startupMs;
@@ -98,21 +104,34 @@ async function bench(opts: ReturnType<typeof options>, processes: Processes, run
   results.startupMs[NAMES.ours] = embedded.startupMs;
   results.restingMb[NAMES.ours] = await restingMb(embedded.children[0]!.process.pid);
   deployments.push({ name: NAMES.ours, slug: 'ours', target: embedded, tenants: [] });
-  if (opts.distributed) {
-    const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-    const distributed = await startDistributed(processes, { name: 'distributed', dataDir: join(runDir, 'distributed'), upstreamOrigin: upstream.origin, natsUrl });
-    results.startupMs[NAMES.distributed] = distributed.startupMs;
-    deployments.push({ name: NAMES.distributed, slug: 'distributed', target: distributed, tenants: [] });
+  // Each its own deployment on the same NATS server (and Redis), started one after the other, for the chat section.
+  const distributed: Deployment[] = [];
+  for (const replicas of opts.distributed && wanted('chat') ? opts.replicas : []) {
+    const slug = `distributed-${replicas}`;
+    const target = await startDistributed(processes, {
+      name: slug,
+      dataDir: join(runDir, slug),
+      upstreamOrigin: upstream.origin,
+      natsUrl: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+      redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+      replicas,
+    });
+    results.startupMs[NAMES.distributed(replicas)] = target.startupMs;
+    const servers = await pidsNamed(replicas > 1 ? ['nats-server', 'redis-server'] : ['nats-server']);
+    distributed.push({ name: NAMES.distributed(replicas), slug, target, tenants: [], servers });
   }
   for (const t of Object.keys(results.startupMs)) console.log(`  ${t}: ready after ${Math.round(results.startupMs[t]!)} ms`);
 
   const load = await LoadProcess.start(processes);
   console.log(`Creating ${plan.tenants} enterprise organizations with a key and a video each…`);
-  for (const d of deployments) d.tenants = await createTenants(d.target.origin, ADMIN_TOKEN, plan.tenants);
+  for (const d of [...deployments, ...distributed]) d.tenants = await createTenants(d.target.origin, ADMIN_TOKEN, plan.tenants);
   await processes.quiet(plan.startupWorkMaxMs);
 
-  const b: Bench = { plan, load, processes, upstream, deployments, ...(peer && { peer }), ...(nodeHttp && { nodeHttp }), ...(express && { express }) };
+  const b: Bench = { plan, load, processes, upstream, deployments, distributed, ...(peer && { peer }), ...(nodeHttp && { nodeHttp }), ...(express && { express }) };
   if (wanted('chat')) results.chat = await chatSection(b);
+  // Measured in the chat section only: stopped, so that their idle processes do not share the cores with the rest.
+  for (const d of distributed) await Promise.all(d.target.children.map((c) => processes.stop(c)));
+  if (wanted('alone')) results.alone = await oneAtATimeSection(b);
   if (wanted('stream')) results.stream = await streamSection(b);
   if (wanted('get')) results.get = await getSection(b);
   if (wanted('video')) results.video = await videoSection(b);

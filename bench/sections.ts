@@ -1,5 +1,5 @@
 /** The measurements, one function per section of the report; each compares its contenders in one run. */
-import type { HttpLoadResult, RequestShape, StreamLoadResult, VideoResult } from './jobs';
+import type { HttpLoadResult, OneAtATimeResult, RequestShape, StreamLoadResult, VideoResult } from './jobs';
 import type { LoadProcess } from './load-client';
 import { compare, type Contender, type Plan, shoutIfInvalid, type Summary, summarize } from './measure';
 import type { Processes } from './processes';
@@ -15,6 +15,8 @@ export interface Deployment {
   slug: string;
   target: OursTarget;
   tenants: Tenant[];
+  /** The host's servers it uses but does not start (`start:distributed`'s NATS server and Redis): their pids. */
+  servers?: number[];
 }
 
 export interface Bench {
@@ -25,12 +27,15 @@ export interface Bench {
   peer?: Target;
   nodeHttp?: Target;
   express?: Target;
+  /** Measured in every section. */
   deployments: Deployment[];
+  /** `--distributed`: `start:distributed` with each `--replicas` count, measured in the chat section only. */
+  distributed?: Deployment[];
 }
 
 export const NAMES = {
   ours: 'ours',
-  distributed: 'ours distributed',
+  distributed: (replicas: number) => `ours distributed, REPLICAS=${replicas}`,
   peer: 'Portkey (D)',
   upstream: 'upstream (C)',
   nodeHttp: 'node:http (A)',
@@ -52,13 +57,24 @@ const perTenant = (tenants: Tenant[], shape: (t: Tenant) => RequestShape) => ten
 /** A server that takes chat requests without our keys: the peer (with its routing headers) or C itself. */
 interface Direct {
   name: string;
-  origin: string;
+  target: Target;
   headers: Record<string, string>;
 }
 
-const viaPeer = (b: Bench): Direct => ({ name: NAMES.peer, origin: b.peer!.origin, headers: peerHeaders(b.upstream.origin) });
-const toUpstream = (b: Bench): Direct => ({ name: NAMES.upstream, origin: b.upstream.origin, headers: {} });
+const viaPeer = (b: Bench): Direct => ({ name: NAMES.peer, target: b.peer!, headers: peerHeaders(b.upstream.origin) });
+const toUpstream = (b: Bench): Direct => ({ name: NAMES.upstream, target: b.upstream, headers: {} });
 
+const chatRequest = (body: object) => {
+  const text = JSON.stringify(body);
+  return (headers: Record<string, string>): RequestShape => ({
+    method: 'POST',
+    path: '/v1/chat/completions',
+    headers: { ...JSON_BODY, ...headers },
+    body: text,
+  });
+};
+
+/** Each contender's load split over its processes, and the CPU time of all of them counted per answer. */
 export function chatContenders(
   b: Bench,
   deployments: Deployment[],
@@ -66,50 +82,84 @@ export function chatContenders(
   body: object,
   direct: Direct[],
 ): Contender[] {
-  const text = JSON.stringify(body);
-  const chat = (headers: Record<string, string>): RequestShape => ({
-    method: 'POST',
-    path: '/v1/chat/completions',
-    headers: { ...JSON_BODY, ...headers },
-    body: text,
+  const chat = chatRequest(body);
+  const contender = (name: string, target: Target, requests: RequestShape[], servers?: number[]): Contender => ({
+    name,
+    job: { kind, origins: target.origins, connections: b.plan.connections, requests },
+    cpu: target.children,
+    ...(servers && { servers }),
   });
-  const job = (origin: string, requests: RequestShape[]) => ({ kind, origin, connections: b.plan.connections, requests });
   return [
-    ...deployments.map((d) => ({ name: d.name, job: job(d.target.origin, perTenant(d.tenants, (t) => chat(bearer(t)))) })),
-    ...direct.map((t) => ({ name: t.name, job: job(t.origin, [chat(t.headers)]) })),
+    ...deployments.map((d) => contender(d.name, d.target, perTenant(d.tenants, (t) => chat(bearer(t))), d.servers)),
+    ...direct.map((t) => contender(t.name, t.target, [chat(t.headers)])),
   ];
 }
 
+/** Chat at 32 connections: ours in every deployment of the run, the peer and C, with CPU per answer. */
 export function chatSection(b: Bench) {
-  return compare<HttpLoadResult>(b, 'chat', chatContenders(b, b.deployments, 'http', CHAT, [viaPeer(b), toUpstream(b)]));
+  return compare<HttpLoadResult>(b, 'chat', chatContenders(b, [...b.deployments, ...(b.distributed ?? [])], 'http', CHAT, [viaPeer(b), toUpstream(b)]));
 }
 
+const STREAM = { ...CHAT, stream: true, stream_options: { include_usage: true } };
+
 export async function streamSection(b: Bench) {
-  const stream = { ...CHAT, stream: true, stream_options: { include_usage: true } };
-  const long = { ...stream, max_tokens: LONG_STREAM_TOKENS };
-  const contenders = chatContenders(b, b.deployments, 'stream', stream, [toUpstream(b)]);
+  const long = { ...STREAM, max_tokens: LONG_STREAM_TOKENS };
   return {
-    ttfb: await compare<StreamLoadResult>(b, 'stream', contenders),
-    // What our path adds to the first byte, without requests queueing behind each other for the CPU.
-    ttfbAlone: await compare<StreamLoadResult>(
-      b,
-      'stream, one at a time',
-      contenders.map((c) => ({ ...c, job: { ...c.job, connections: 1 } })),
-    ),
+    ttfb: await compare<StreamLoadResult>(b, 'stream', chatContenders(b, b.deployments, 'stream', STREAM, [...(b.peer ? [viaPeer(b)] : []), toUpstream(b)])),
     chunks: await compare<StreamLoadResult>(b, 'long stream', chatContenders(b, b.deployments, 'stream', long, [toUpstream(b)])),
   };
 }
 
+export interface OneAtATimeFiguresByPath {
+  /** Plain chat, to the end of the answer. */
+  chat: Summary<OneAtATimeResult[string]>;
+  /** Streamed chat, to the first content token (and to the first byte). */
+  stream: Summary<OneAtATimeResult[string]>;
+}
+
+/**
+ * One request at a time, ours, the peer and C taken in turn request by request (one-at-a-time.ts): what each
+ * path adds on its own, without requests queueing for the CPU. Warmed up, then one run as long as a
+ * section's rounds together; every failure, warm-up included, marks the figures invalid.
+ */
+export async function oneAtATimeSection(b: Bench): Promise<Record<string, OneAtATimeFiguresByPath>> {
+  const contenders = (body: object) => {
+    const chat = chatRequest(body);
+    return [
+      ...b.deployments.map((d) => ({ name: d.name, origins: d.target.origins, requests: perTenant(d.tenants, (t) => chat(bearer(t))) })),
+      ...[...(b.peer ? [viaPeer(b)] : []), toUpstream(b)].map((t) => ({ name: t.name, origins: t.target.origins, requests: [chat(t.headers)] })),
+    ];
+  };
+  const measure = async (stream: boolean) => {
+    const job = { kind: 'one-at-a-time' as const, stream, contenders: contenders(stream ? STREAM : CHAT) };
+    await b.processes.quiet(b.plan.settleMaxMs);
+    const warmup = await b.load.run({ ...job, durationSeconds: b.plan.warmupSeconds });
+    await b.processes.quiet(b.plan.settleMaxMs);
+    const measured = await b.load.run({ ...job, durationSeconds: b.plan.rounds * b.plan.durationSeconds });
+    const label = stream ? 'streamed, to the first content token' : 'plain';
+    const figures: Record<string, Summary<OneAtATimeResult[string]>> = {};
+    for (const [name, f] of Object.entries(measured)) {
+      figures[name] = summarize([f], [warmup[name]!]);
+      console.log(`  one at a time · ${label} · ${name}: ${f.ok} answers, p50 ${f.latency.p50.toFixed(2)} ms, p99 ${f.latency.p99.toFixed(2)} ms`);
+      shoutIfInvalid(`one at a time · ${label} · ${name}`, figures[name]);
+    }
+    return figures;
+  };
+  const chat = await measure(false);
+  const stream = await measure(true);
+  return Object.fromEntries(Object.keys(chat).map((name) => [name, { chat: chat[name]!, stream: stream[name]! }]));
+}
+
 /** `GET /v1/health` and `GET /v1/videos/{id}` of each deployment, and (`bare`) A and B answering the health body. */
 export function getContenders(b: Bench, deployments: Deployment[], bare: boolean): Contender[] {
-  const get = (origin: string, requests: RequestShape[]) => ({ kind: 'http' as const, origin, connections: b.plan.connections, requests });
-  const health = (t: Target, name: string) => ({ name, job: get(t.origin, [{ method: 'GET', path: '/v1/health', headers: {} }]) });
+  const get = (origins: string[], requests: RequestShape[]) => ({ kind: 'http' as const, origins, connections: b.plan.connections, requests });
+  const health = (t: Target, name: string) => ({ name, job: get(t.origins, [{ method: 'GET', path: '/v1/health', headers: {} }]) });
   return [
     ...deployments.flatMap((d) => [
-      { name: NAMES.health(d.name), job: get(d.target.origin, perTenant(d.tenants, (t) => ({ method: 'GET', path: '/v1/health', headers: bearer(t) }))) },
+      { name: NAMES.health(d.name), job: get(d.target.origins, perTenant(d.tenants, (t) => ({ method: 'GET', path: '/v1/health', headers: bearer(t) }))) },
       {
         name: NAMES.video(d.name),
-        job: get(d.target.origin, perTenant(d.tenants, (t) => ({ method: 'GET', path: `/v1/videos/${t.videoId}`, headers: bearer(t) }))),
+        job: get(d.target.origins, perTenant(d.tenants, (t) => ({ method: 'GET', path: `/v1/videos/${t.videoId}`, headers: bearer(t) }))),
       },
     ]),
     ...(bare ? [health(b.nodeHttp!, NAMES.nodeHttp), health(b.express!, NAMES.express)] : []),

@@ -1,7 +1,7 @@
 /**
- * Ours: the standalone service as a child process, or (`--distributed`) each service as its own process
- * over the local NATS (each service's built bundle). Generation is as fast as the simulator
- * allows, webhooks may reach the loopback receiver, and chat goes to C.
+ * Ours: the standalone service as a child process, or (`--distributed`) `pnpm start:distributed`, each
+ * service its own process over the local NATS (each service's built bundle). Generation is as fast as the
+ * simulator allows, webhooks may reach the loopback receiver, and chat goes to C.
  */
 import { randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { natsNames } from '@oc/contracts';
-import { type Child, exited, type Processes, ROOT, untilOk } from '../processes';
-import { freePort, type Target } from './start';
+import { type Processes, ROOT, untilOk } from '../processes';
+import { freePort, isFree, type Target } from './start';
 
 export const ADMIN_TOKEN = 'bench-admin-token-0123456789';
 const READY_TIMEOUT_MS = 180_000;
@@ -82,45 +82,62 @@ export async function startEmbedded(
   const child = processes.node(options.name, [...START_FLAGS, ...(options.flags ?? []), built], env);
   const origin = `http://127.0.0.1:${port}`;
   const startupMs = await untilOk(child, `${origin}/readyz`, started, options.readyTimeoutMs ?? READY_TIMEOUT_MS);
-  return { name: options.name, origin, children: [child], startupMs, dataDir: options.dataDir };
+  return { name: options.name, origin, origins: [origin], children: [child], startupMs, dataDir: options.dataDir };
 }
 
+/**
+ * `pnpm start:distributed` as a user runs it (scripts/start-distributed.mjs): gateway, billing, chat, video
+ * and webhook each a process over NATS, `replicas` of each. With more than one, the gateways listen on
+ * consecutive ports and share rate limits in Redis, and the load is split over them.
+ */
 export async function startDistributed(
   processes: Processes,
-  options: { name: string; dataDir: string; upstreamOrigin: string; natsUrl: string },
+  options: { name: string; dataDir: string; upstreamOrigin: string; natsUrl: string; redisUrl: string; replicas: number },
 ): Promise<OursTarget> {
-  const port = await freePort();
-  const origin = `http://127.0.0.1:${port}`;
-  // A deployment of its own on the NATS server: it never shares subjects, its JetStream stream or consumers
-  // with another (a user's `pnpm start:distributed`, the tests, an earlier bench), and its stream is deleted
-  // when the bench stops, so runs do not pile streams and consumers up on the server.
+  const { replicas } = options;
+  const port = await freePorts(replicas);
+  const origins = Array.from({ length: replicas }, (_, i) => `http://127.0.0.1:${port + i}`);
+  // A deployment of its own on the NATS server (and Redis): it never shares subjects, its JetStream streams or
+  // consumers with another (a user's `pnpm start:distributed`, the tests, an earlier bench), and its streams are
+  // deleted when the bench stops, so runs do not pile streams and consumers up on the server.
   const prefix = `bench${randomBytes(4).toString('hex')}`;
-  processes.atStop(() => deleteEventsStream(options.natsUrl, prefix));
-  const common = { ...serviceEnv(options.upstreamOrigin), NATS_URL: options.natsUrl, NATS_PREFIX: prefix };
-  // Each service's built bundle, as it is deployed.
+  processes.atStop(() => deleteStreams(options.natsUrl, prefix));
   ensureBuilt(ROOT, ['gateway', 'billing', 'chat', 'video', 'webhook']);
-  const service = (name: string, env: Record<string, string>): Child =>
-    processes.node(`${options.name}-${name}`, [join(ROOT, `services/${name}/dist/main.js`)], { ...common, DATA_DIR: join(options.dataDir, name), ...env });
+  const env = {
+    ...serviceEnv(options.upstreamOrigin),
+    DATA_DIR: options.dataDir,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    ADMIN_TOKEN,
+    REPLICAS: String(replicas),
+    NATS_URL: options.natsUrl,
+    NATS_PREFIX: prefix,
+    WEBHOOK_MODE: 'development',
+    // Nothing is in flight when the bench stops it; a shorter grace keeps a stuck stop within the bench's own.
+    SHUTDOWN_GRACE_MS: '2000',
+    ...(replicas > 1 ? { REDIS_URL: options.redisUrl, REDIS_KEY_PREFIX: `${prefix}:` } : {}),
+  };
   const started = performance.now();
-  const children = [
-    service('billing', {}),
-    service('chat', {}),
-    service('webhook', {
-      WEBHOOK_SECRET_KEY: Buffer.alloc(32, 7).toString('base64'),
-      WEBHOOK_MODE: 'development',
-    }),
-    service('video', { PUBLIC_BASE_URL: origin }),
-    service('gateway', { PORT: String(port), HOST: '127.0.0.1', ADMIN_TOKEN }),
-  ];
-  // The gateway is ready once every service answers it; any service dying early fails the start at once.
-  const startupMs = await Promise.race([
-    untilOk(children.at(-1)!, `${origin}/readyz`, started, READY_TIMEOUT_MS),
-    ...children.map(exited),
-  ]);
-  return { name: options.name, origin, children, startupMs, dataDir: options.dataDir };
+  // The script stops its services when its IPC channel closes (the bench gone, even killed).
+  const script = processes.node(options.name, [join(ROOT, 'scripts/start-distributed.mjs')], env, { exitWithParent: false });
+  // Ready once every gateway answers its readiness probe (each once every service answers it).
+  const startupMs = Math.max(
+    ...(await Promise.all(origins.map((origin) => untilOk(script, `${origin}/readyz`, started, READY_TIMEOUT_MS)))),
+  );
+  return { name: options.name, origin: origins[0]!, origins, children: [script], startupMs, dataDir: options.dataDir };
 }
 
-async function deleteEventsStream(natsUrl: string, prefix: string): Promise<void> {
+/** `count` consecutive free ports (a `REPLICAS=n` deployment's gateways listen on PORT … PORT + n − 1). */
+async function freePorts(count: number): Promise<number> {
+  for (;;) {
+    const first = await freePort();
+    let all = true;
+    for (let i = 1; i < count && all; i++) all = await isFree(first + i);
+    if (all) return first;
+  }
+}
+
+async function deleteStreams(natsUrl: string, prefix: string): Promise<void> {
   const nc = await connect({ servers: natsUrl });
   try {
     const jsm = await jetstreamManager(nc);

@@ -4,7 +4,10 @@ import { type Child, firstMessage, type Processes } from '../processes';
 /** A server the bench measures: where it answers and the processes it is made of. */
 export interface Target {
   name: string;
+  /** Where it is set up and checked (the first of `origins`). */
   origin: string;
+  /** Every process's address that takes load: the load is split over them. */
+  origins: string[];
   children: Child[];
   /** Spawn until the first 200 from its readiness URL (or its port announcement for the bare targets). */
   startupMs: number;
@@ -18,13 +21,17 @@ export interface Target {
 export async function freePort(): Promise<number> {
   for (;;) {
     const port = 20_000 + Math.floor(Math.random() * 12_000);
-    const free = await new Promise<boolean>((resolveFree) => {
-      const server = createServer();
-      server.once('error', () => resolveFree(false));
-      server.listen(port, '127.0.0.1', () => server.close(() => resolveFree(true)));
-    });
-    if (free) return port;
+    if (await isFree(port)) return port;
   }
+}
+
+/** Whether nothing listens on `port` of the loopback address now. */
+export function isFree(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolveFree) => {
+    const server = createServer();
+    server.once('error', () => resolveFree(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolveFree(true)));
+  });
 }
 
 /** One of the bench's own servers (A, B, C): a TypeScript child that announces its port. */
@@ -32,5 +39,6 @@ export async function startScriptTarget(processes: Processes, name: string, entr
   const started = performance.now();
   const child = processes.tsx(name, entry);
   const { port } = await firstMessage<{ port: number }>(child, 'port', 30_000);
-  return { name, origin: `http://127.0.0.1:${port}`, children: [child], startupMs: performance.now() - started };
+  const origin = `http://127.0.0.1:${port}`;
+  return { name, origin, origins: [origin], children: [child], startupMs: performance.now() - started };
 }
