@@ -21,6 +21,7 @@ export const ServedUsageSchema = z.object({
 export type ServedUsage = z.infer<typeof ServedUsageSchema>;
 import { UsageQuery, USAGE_GROUPS } from './providers';
 import { ConsoleUsageQuery, KEY_USAGE_GROUPS } from './usage';
+import { PaymentEvents } from './payments';
 import { ScopeSchema } from './scopes';
 import { CustomLimitsSchema, OrganizationLimitsSchema, TierSchema } from './tiers';
 
@@ -132,7 +133,8 @@ export const BalanceSchema = z.object({
 });
 export type Balance = z.infer<typeof BalanceSchema>;
 
-export const LedgerEntryType = z.enum(['credit', 'reservation', 'capture', 'release']);
+/** `refund` and `dispute`: a Stripe top-up's money taken back (see `TopUpReversed`). */
+export const LedgerEntryType = z.enum(['credit', 'reservation', 'capture', 'release', 'refund', 'dispute']);
 
 export const LedgerEntrySchema = z.object({
   id: z.string(),
@@ -309,7 +311,7 @@ export const ReservationSchema = z.object({
  * The stream categories billing writes (`account-<org_id>`, `apikey-<key_id>`, `member-<hash of the email>`,
  * `consolesession-<session_id>`): its outbox relay publishes these only.
  */
-export const BillingStreams = { account: 'account', apiKey: 'apikey', member: 'member', consoleSession: 'consolesession' } as const;
+export const BillingStreams = { account: 'account', apiKey: 'apikey', member: 'member', consoleSession: 'consolesession', payment: 'payment' } as const;
 
 export const BillingEvents = {
   OrganizationCreated: z.object({ org_id: z.string(), name: z.string(), tier: TierSchema, created: z.int() }),
@@ -383,6 +385,7 @@ export const BillingEvents = {
     expires_at: z.int(),
   }),
   ConsoleSessionEnded: z.object({ session_id: z.string(), ended_at: z.int() }),
+  ...PaymentEvents,
 } as const;
 
 export type BillingEventType = keyof typeof BillingEvents;

@@ -4,6 +4,7 @@ export * from './money';
 export * from './scopes';
 export * from './tiers';
 export * from './billing';
+export * from './payments';
 export * from './subjects';
 export * from './reply';
 export * from './runtime';

@@ -37,6 +37,10 @@ export const Subjects = {
     startConsoleSession: 'billing.console_sessions.start',
     authenticateConsoleSession: 'billing.console_sessions.authenticate',
     endConsoleSession: 'billing.console_sessions.end',
+    /** Top-ups paid with Stripe: a Checkout Session started, a Stripe webhook delivery, the payment history. */
+    startTopUp: 'billing.payments.start_top_up',
+    stripeWebhook: 'billing.payments.stripe_webhook',
+    listPayments: 'billing.payments.list',
     ping: 'billing.ping',
   },
   chat: {

@@ -7,7 +7,11 @@ import type { Logger } from 'pino';
 import { billingReadModels } from './projections';
 import { broadcastNotifier } from './adapters/gateway-notifier';
 import { BillingService } from './application/billing';
+import { PaymentsService } from './application/payments';
+import { stripePayments } from './adapters/stripe';
+import { type PaymentSettings, paymentSettings } from './config';
 import { BILLING_SERVICE, BillingController, LOGGER } from './transport/billing.controller';
+import { PAYMENTS_SERVICE, PaymentsController } from './transport/payments.controller';
 
 export interface BillingRuntime {
   eventStore: EventStore;
@@ -30,6 +34,8 @@ export interface BillingRuntime {
    * (A reservation asking so is answered once decided wherever its product runs.)
    */
   callersInProcess?: boolean;
+  /** Top-ups with Stripe (`paymentSettings` of the STRIPE_* and TOPUP_* variables); without a key, top-up is off. */
+  payments?: PaymentSettings;
 }
 
 /** How often expired reservations are looked for (by the injected clock). */
@@ -37,12 +43,13 @@ export const RESERVATION_SWEEP_MS = 15_000;
 
 @Module({})
 export class BillingModule {
-  static register(service: BillingService, logger: Logger): DynamicModule {
+  static register(service: BillingService, payments: PaymentsService, logger: Logger): DynamicModule {
     return {
       module: BillingModule,
-      controllers: [BillingController],
+      controllers: [BillingController, PaymentsController],
       providers: [
         { provide: BILLING_SERVICE, useValue: service },
+        { provide: PAYMENTS_SERVICE, useValue: payments },
         { provide: LOGGER, useValue: logger },
       ],
     };
@@ -64,15 +71,26 @@ export async function createBilling(runtime: BillingRuntime) {
     otherWriters: shared,
     snapshots: runtime.snapshots,
   });
+  const readModels = shared ? readLatest(runtime.readModels, projections, runtime.eventStore) : readYourWrites(runtime.readModels, projections, commands);
   const service = new BillingService({
     eventStore: runtime.eventStore,
     commands,
-    readModels: shared ? readLatest(runtime.readModels, projections, runtime.eventStore) : readYourWrites(runtime.readModels, projections, commands),
+    readModels,
     notifier: broadcastNotifier(runtime.client),
     clock: runtime.clock,
     ids: runtime.ids,
     ...(runtime.keyBytes ? { keyBytes: runtime.keyBytes } : {}),
     callersInProcess: runtime.callersInProcess === true && !shared,
+  });
+  const settings = runtime.payments ?? paymentSettings({});
+  const payments = new PaymentsService({
+    commands,
+    readModels,
+    clock: runtime.clock,
+    ids: runtime.ids,
+    logger: runtime.logger,
+    bounds: settings.bounds,
+    ...(settings.stripe ? { provider: stripePayments(settings.stripe, runtime.logger) } : {}),
   });
   const expiry = repeatByClock(
     runtime.clock,
@@ -85,7 +103,8 @@ export async function createBilling(runtime: BillingRuntime) {
   );
   return {
     service,
-    module: BillingModule.register(service, runtime.logger),
+    payments,
+    module: BillingModule.register(service, payments, runtime.logger),
     async close() {
       await expiry.stop();
       await projections.stop();

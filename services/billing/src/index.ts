@@ -1,2 +1,3 @@
 export * from './app';
 export * from './application/billing';
+export * from './config';

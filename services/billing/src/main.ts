@@ -3,10 +3,11 @@ import { configFromEnv, sortableIds, systemClock } from '@oc/contracts';
 import { runServiceProcess } from '@oc/service-runtime';
 import pkg from '../package.json' with { type: 'json' };
 import { createBilling } from './app';
+import { paymentSettings, stripeConfigChecks } from './config';
 import { billingProcessConfig } from './process-config';
 
 /** The billing service as its own process over NATS; configuration validated once at boot. */
-const config = configFromEnv(billingProcessConfig);
+const config = configFromEnv(billingProcessConfig, process.env, [stripeConfigChecks]);
 
 await runServiceProcess({
   service: 'billing',
@@ -14,5 +15,16 @@ await runServiceProcess({
   config,
   telemetry,
   create: ({ eventStore, snapshots, readModels, projector, client, logger, replicas }) =>
-    createBilling({ eventStore, snapshots, readModels, projector, client, clock: systemClock, ids: sortableIds, logger, replicas }),
+    createBilling({
+      eventStore,
+      snapshots,
+      readModels,
+      projector,
+      client,
+      clock: systemClock,
+      ids: sortableIds,
+      logger,
+      replicas,
+      payments: paymentSettings(config),
+    }),
 });

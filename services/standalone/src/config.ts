@@ -1,3 +1,4 @@
+import { StripeConfigSchema, stripeConfigChecks } from '@oc/billing';
 import { ChatConfigSchema } from '@oc/chat';
 import { type ConfigurationCheck, formatConfigurationProblem, parseConfiguration, ShutdownConfigSchema } from '@oc/contracts';
 import { GatewayLimitsConfigSchema, HttpServerConfigSchema, RedisConfigSchema } from '@oc/gateway';
@@ -23,6 +24,7 @@ export const StandaloneConfigSchema = z.object({
   ...VideoConfigSchema.shape,
   ...ChatConfigSchema.shape,
   ...WebhookConfigSchema.shape,
+  ...StripeConfigSchema.shape,
   ...TelemetryConfigSchema.shape,
 });
 export type StandaloneConfig = z.infer<typeof StandaloneConfigSchema>;
@@ -30,7 +32,7 @@ export type StandaloneConfig = z.infer<typeof StandaloneConfigSchema>;
 /** A developer's `pnpm start`: webhooks in development mode unless NODE_ENV=production or WEBHOOK_MODE say otherwise. */
 export const STANDALONE_WEBHOOK_MODE = 'development';
 
-export const STANDALONE_CONFIG_CHECKS: readonly ConfigurationCheck[] = [videoConfigChecks, webhookConfigChecks(STANDALONE_WEBHOOK_MODE)];
+export const STANDALONE_CONFIG_CHECKS: readonly ConfigurationCheck[] = [videoConfigChecks, webhookConfigChecks(STANDALONE_WEBHOOK_MODE), stripeConfigChecks];
 
 /** For tests and benchmarks: the same checks as the process, thrown as one error. */
 export function loadStandaloneConfig(env: NodeJS.ProcessEnv = process.env): StandaloneConfig {

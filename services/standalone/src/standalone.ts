@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MessageChannel } from 'node:worker_threads';
-import { createBilling } from '@oc/billing';
+import { createBilling, paymentSettings } from '@oc/billing';
 import { chatSettings, createChat } from '@oc/chat';
 import {
   type Clock,
@@ -124,6 +124,7 @@ export async function startStandalone(options: StandaloneOptions) {
       ids,
       logger: logger.child({ service: 'billing' }),
       callersInProcess: true,
+      payments: paymentSettings(config),
     }),
     createChat({
       eventStore,

@@ -16,8 +16,10 @@ import { type EncodedSettled, SettledReservations } from './settled';
 /**
  * The prepaid account of one organization (stream `account-<org_id>`). Available balance is
  * credited minus captured minus currently reserved, and `decide` refuses anything that would take it
- * below zero. Work is always paid through a reservation: reserve the bound first, capture the usage
- * after (a capture is the "usage charged" entry), release on failure.
+ * below zero, with one exception: a Stripe refund or dispute of a top-up (`ReverseTopUp`) is debited whatever the
+ * balance, since the money has already gone back, and may leave a debt; while in debt every reservation is refused
+ * (402), and reservations already open still capture. Work is always paid through a reservation: reserve the bound
+ * first, capture the usage after (a capture is the "usage charged" entry), release on failure.
  *
  *   reserved ──capture──▶ captured
  *      │ └────release──▶ released
@@ -38,7 +40,9 @@ export type AccountEvent = Extract<
       | 'CreditsAdded'
       | 'FundsReserved'
       | 'ReservationCaptured'
-      | 'ReservationReleased';
+      | 'ReservationReleased'
+      | 'TopUpCredited'
+      | 'TopUpReversed';
   }
 >;
 
@@ -62,7 +66,11 @@ export type AccountCommand =
   | { type: 'CaptureReservation'; orgId: string; reservationId: string; amountMicros: number; usage?: ServedUsage | undefined; now: number }
   | { type: 'ReleaseReservation'; orgId: string; reservationId: string; now: number }
   /** Releases the reservation if it is still open at `now` (unix seconds) and has expired by then. */
-  | { type: 'ExpireReservation'; orgId: string; reservationId: string; now: number };
+  | { type: 'ExpireReservation'; orgId: string; reservationId: string; now: number }
+  /** A Stripe top-up's money, once per `entryId` (see `accountEntries` in payment.ts). */
+  | { type: 'CreditTopUp'; orgId: string; entryId: string; paymentId: string; amountMicros: number; description: string }
+  /** A refund or dispute of a top-up: debited even below zero, leaving a debt (the one way the balance goes negative). */
+  | { type: 'ReverseTopUp'; orgId: string; entryId: string; paymentId: string; reason: 'refund' | 'dispute'; amountMicros: number; description: string };
 
 export interface Reservation {
   amountMicros: number;
@@ -85,6 +93,8 @@ export type AccountState =
       reservations: Map<string, Reservation>;
       /** The reservations no longer open, so that repeats are harmless. */
       settled: SettledReservations;
+      /** Top-up entries applied (`TopUpCredited`, `TopUpReversed`), so that each applies once; absent before the first. */
+      topUpEntries?: Record<string, true>;
     };
 
 export const accountStream = (orgId: string) => streamName(BillingStreams.account, orgId);
@@ -229,6 +239,31 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
       ];
     }
 
+    case 'CreditTopUp':
+      if (state.topUpEntries?.[command.entryId]) return [];
+      return [
+        {
+          type: 'TopUpCredited',
+          data: { org_id, entry_id: command.entryId, payment_id: command.paymentId, amount_micros: command.amountMicros, description: command.description },
+        },
+      ];
+
+    case 'ReverseTopUp':
+      if (state.topUpEntries?.[command.entryId]) return [];
+      return [
+        {
+          type: 'TopUpReversed',
+          data: {
+            org_id,
+            entry_id: command.entryId,
+            payment_id: command.paymentId,
+            reason: command.reason,
+            amount_micros: command.amountMicros,
+            description: command.description,
+          },
+        },
+      ];
+
     default: {
       const never: never = command;
       return never;
@@ -280,6 +315,10 @@ function evolve(state: AccountState, event: AccountEvent): AccountState {
     case 'ReservationReleased':
       settle(state, event.data.reservation_id, event.data.reason === 'expired' ? 'expired' : 'released', event.data.settled_at);
       return state;
+    case 'TopUpCredited':
+      return { ...state, balanceMicros: state.balanceMicros + event.data.amount_micros, topUpEntries: { ...state.topUpEntries, [event.data.entry_id]: true } };
+    case 'TopUpReversed':
+      return { ...state, balanceMicros: state.balanceMicros - event.data.amount_micros, topUpEntries: { ...state.topUpEntries, [event.data.entry_id]: true } };
     default: {
       const never: never = event;
       return never;

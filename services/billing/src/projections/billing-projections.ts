@@ -38,6 +38,8 @@ export const accountsProjection: Projection = {
     'FundsReserved',
     'ReservationCaptured',
     'ReservationReleased',
+    'TopUpCredited',
+    'TopUpReversed',
   ],
   async handle(stored, ctx) {
     const event = stored as Stored;
@@ -109,6 +111,20 @@ export const accountsProjection: Projection = {
               ? 'Reservation expired: neither charged nor released in time, so billing released it'
               : 'Reservation released',
           reference: event.data.reservation_id,
+        };
+        break;
+      case 'TopUpCredited':
+        org.balance_micros += event.data.amount_micros;
+        entry = { type: 'credit', amount_micros: event.data.amount_micros, charged_micros: 0, description: event.data.description, reference: event.data.payment_id };
+        break;
+      case 'TopUpReversed':
+        org.balance_micros -= event.data.amount_micros;
+        entry = {
+          type: event.data.reason,
+          amount_micros: -event.data.amount_micros,
+          charged_micros: 0,
+          description: event.data.description,
+          reference: event.data.payment_id,
         };
         break;
     }

@@ -17,7 +17,7 @@ export interface OrganizationDoc {
 export interface LedgerEntryDoc {
   _id: string;
   org_id: string;
-  type: 'credit' | 'reservation' | 'capture' | 'release';
+  type: 'credit' | 'reservation' | 'capture' | 'release' | 'refund' | 'dispute';
   amount_micros: number;
   charged_micros: number;
   available_after_micros: number;

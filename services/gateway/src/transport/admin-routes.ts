@@ -22,6 +22,7 @@ import {
   usdToMicros,
 } from '@oc/contracts';
 import { PasswordHasher } from '../application/passwords';
+import { paymentAdminRoutes } from './payment-routes';
 import type { Route } from './routes';
 import { adminUsageRoute } from './usage-routes';
 
@@ -191,5 +192,6 @@ export function adminRoutes(passwords: PasswordHasher = new PasswordHasher()): R
       },
     },
     adminUsageRoute,
+    ...paymentAdminRoutes(),
   ];
 }

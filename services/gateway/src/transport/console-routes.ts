@@ -12,6 +12,7 @@ import {
 } from '@oc/contracts';
 import type { Request, Response } from 'express';
 import type { ConsoleSessions } from '../application/console-sessions';
+import { topUpRoute } from './payment-routes';
 import { csvCell } from './csv';
 import type { Route, RouteContext } from './routes';
 import { consoleUsageRoute } from './usage-routes';
@@ -145,6 +146,8 @@ export function consoleRoutes(v1: Route[], admin: Route<'admin'>[], sessions: Co
     ownOrganization('POST', `${ORG}/keys`, '/console/v1/keys'),
     ownOrganization('DELETE', `${ORG}/keys/:key_id`, '/console/v1/keys/:key_id'),
     ownOrganization('GET', `${ORG}/key-usage`, '/console/v1/key-usage'),
+    ownOrganization('GET', `${ORG}/payments`, '/console/v1/payments'),
+    topUpRoute(),
     { ...consoleUsageRoute, who: 'member' },
     asMember('GET', '/v1/videos', '/console/v1/videos'),
     asMember('GET', '/v1/videos/:id', '/console/v1/videos/:id'),

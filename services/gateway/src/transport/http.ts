@@ -32,6 +32,7 @@ import { openApiDocument } from './openapi';
 import { readBody } from './request-body';
 import { nameRequest, noteOrganization, requestIdOf } from './request-id';
 import { compile, type Match, match, type Route, type RouteContext } from './routes';
+import { STRIPE_WEBHOOK_PATH, stripeWebhook } from './stripe-webhook';
 
 export interface GatewayDeps {
   services: ServiceClient;
@@ -181,6 +182,7 @@ function expressApp(deps: GatewayDeps) {
   });
 
   if (deps.console) app.use('/console/v1', consoleApi(deps, deps.console.routes, deps.console.sessions));
+  app.post(STRIPE_WEBHOOK_PATH, stripeWebhook(deps.services, deps.logger));
   app.use('/dashboard', dashboardFiles());
 
   app.use((req: Request, res: Response) => sendError(res, unknownUrl(req.method, req.path)));
