@@ -8,6 +8,7 @@ import { Videos } from './pages/Videos';
 import { ChatSessions } from './pages/ChatSessions';
 import { Webhooks } from './pages/Webhooks';
 import { Ledger } from './pages/Ledger';
+import { Billing } from './pages/Billing';
 import { Organizations, OrganizationDetail } from './pages/Organizations';
 import { Providers } from './pages/Providers';
 
@@ -28,6 +29,7 @@ const MEMBER_PAGES = [
   { path: '/chat', label: 'Chat sessions' },
   { path: '/webhooks', label: 'Webhooks' },
   { path: '/ledger', label: 'Ledger' },
+  { path: '/billing', label: 'Billing' },
 ];
 const OPERATOR_PAGES = [
   { path: '/', label: 'Organizations' },
@@ -92,6 +94,7 @@ function Shell() {
             <Route path="/chat/:id">{(p) => <ChatSessions open={p.id} />}</Route>
             <Route path="/webhooks" component={Webhooks} />
             <Route path="/ledger" component={Ledger} />
+            <Route path="/billing" component={Billing} />
             <Route>
               <Redirect to="/" />
             </Route>
