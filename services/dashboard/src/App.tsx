@@ -8,6 +8,7 @@ import { Videos } from './pages/Videos';
 import { ChatSessions } from './pages/ChatSessions';
 import { Webhooks } from './pages/Webhooks';
 import { Ledger } from './pages/Ledger';
+import { Usage } from './pages/Usage';
 import { Billing } from './pages/Billing';
 import { Organizations, OrganizationDetail } from './pages/Organizations';
 import { Providers } from './pages/Providers';
@@ -25,6 +26,7 @@ export function App() {
 const MEMBER_PAGES = [
   { path: '/', label: 'Overview' },
   { path: '/keys', label: 'API keys' },
+  { path: '/usage', label: 'Usage' },
   { path: '/videos', label: 'Videos' },
   { path: '/chat', label: 'Chat sessions' },
   { path: '/webhooks', label: 'Webhooks' },
@@ -89,6 +91,7 @@ function Shell() {
           <Switch>
             <Route path="/" component={Overview} />
             <Route path="/keys" component={Keys} />
+            <Route path="/usage" component={Usage} />
             <Route path="/videos" component={Videos} />
             <Route path="/chat">{() => <ChatSessions />}</Route>
             <Route path="/chat/:id">{(p) => <ChatSessions open={p.id} />}</Route>

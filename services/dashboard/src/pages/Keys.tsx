@@ -52,6 +52,10 @@ export function Keys() {
                   <th scope="col">Scopes</th>
                   <th scope="col">Created</th>
                   <th scope="col">Last used</th>
+                  <th scope="col">Expires</th>
+                  <th scope="col" className="num">
+                    Rate limit
+                  </th>
                   <th scope="col" className="num">
                     Requests today
                   </th>
@@ -85,6 +89,12 @@ export function Keys() {
                       <td data-label="Created">{when(key.created)}</td>
                       <td data-label="Last used" data-testid="last-used">
                         {when(key.last_used_at)}
+                      </td>
+                      <td data-label="Expires" data-testid="expires">
+                        {key.expires_at === null ? 'Never' : when(key.expires_at)}
+                      </td>
+                      <td data-label="Rate limit" className="num" data-testid="rate-limit">
+                        {key.rate_limit_per_minute.toLocaleString('en-US')}/min
                       </td>
                       <td data-label="Requests today" className="num" data-testid="requests-today">
                         {use.today}
