@@ -22,6 +22,7 @@ export type ServedUsage = z.infer<typeof ServedUsageSchema>;
 import { UsageQuery, USAGE_GROUPS } from './providers';
 import { ConsoleUsageQuery, KEY_USAGE_GROUPS } from './usage';
 import { PaymentEvents } from './payments';
+import { AllowedModelsSchema, UpdateApiKeyMessage } from './key-access';
 import { ScopeSchema } from './scopes';
 import { CustomLimitsSchema, OrganizationLimitsSchema, TierSchema } from './tiers';
 
@@ -63,6 +64,8 @@ export const CreateApiKeyBody = z.strictObject({
   rate_limit_per_minute: z.int().min(1).max(100_000).optional(),
   expires_in_days: z.int().min(1).max(3650).optional(),
   mode: z.enum(['live', 'test']).default('live'),
+  /** Absent or null: every model. */
+  allowed_models: AllowedModelsSchema.optional(),
 });
 
 /** An email address as members sign in with it: trimmed and lower-cased, so one address is one member. */
@@ -164,6 +167,8 @@ export const ApiKeySchema = z.object({
   expires_at: z.int().nullable(),
   last_used_at: z.int().nullable(),
   revoked_at: z.int().nullable(),
+  /** Null: every model. */
+  allowed_models: z.array(z.string()).nullable(),
   usage: z.object({ requests: z.int() }),
 });
 export type ApiKey = z.infer<typeof ApiKeySchema>;
@@ -196,6 +201,7 @@ export const BillingMessages = {
   createApiKey: CreateApiKeyBody.extend(OrgRef),
   listApiKeys: z.object(OrgRef),
   revokeApiKey: z.object({ ...OrgRef, key_id: z.string().min(1) }),
+  updateApiKey: UpdateApiKeyMessage,
   /** The gateway hashes the presented key; the key itself never travels past the gateway. */
   authenticate: z.object({ key_hash: z.string().length(64) }),
   recordKeyUsage: z.object({
@@ -278,6 +284,8 @@ export const KeyPrincipalSchema = z.object({
   /** The organization's figures as they apply now (its tier's, or custom ones). */
   limits: OrganizationLimitsSchema,
   expires_at: z.int().nullable(),
+  /** Null: every model (and absent from a billing of an earlier release). */
+  allowed_models: z.array(z.string()).nullable().default(null),
 });
 export type KeyPrincipal = z.infer<typeof KeyPrincipalSchema>;
 
@@ -360,6 +368,16 @@ export const BillingEvents = {
     rate_limit_per_minute: z.int(),
     expires_at: z.int().nullable(),
     created: z.int(),
+    /** Absent on keys made before keys could be limited to models: every model. */
+    allowed_models: z.array(z.string()).nullable().optional(),
+  }),
+  /** What changed: a field absent did not. */
+  ApiKeyUpdated: z.object({
+    key_id: z.string(),
+    org_id: z.string(),
+    name: z.string().optional(),
+    allowed_models: z.array(z.string()).nullable().optional(),
+    updated_at: z.int(),
   }),
   ApiKeyRevoked: z.object({ key_id: z.string(), org_id: z.string(), revoked_at: z.int() }),
   ApiKeyUsed: z.object({ key_id: z.string(), org_id: z.string(), requests: z.int().positive(), last_used_at: z.int() }),

@@ -22,3 +22,4 @@ export * from './model-id';
 export * from './catalog';
 export * from './providers';
 export * from './usage';
+export * from './key-access';

@@ -17,6 +17,7 @@ export const Subjects = {
     createApiKey: 'billing.keys.create',
     listApiKeys: 'billing.keys.list',
     revokeApiKey: 'billing.keys.revoke',
+    updateApiKey: 'billing.keys.update',
     authenticate: 'billing.keys.authenticate',
     recordKeyUsage: 'billing.keys.usage',
     reserveFunds: 'billing.funds.reserve',

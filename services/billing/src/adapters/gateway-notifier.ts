@@ -3,6 +3,6 @@ import type { ServiceClient } from '@oc/messaging';
 import type { GatewayNotifier } from '../application/billing';
 
 export const broadcastNotifier = (client: ServiceClient): GatewayNotifier => ({
-  keyRevoked: (keyHash) => client.broadcast(Subjects.broadcast.apiKeyRevoked, { key_hash: keyHash }),
+  keyChanged: (keyHash) => client.broadcast(Subjects.broadcast.apiKeyRevoked, { key_hash: keyHash }),
   organizationChanged: (orgId) => client.broadcast(Subjects.broadcast.organizationChanged, { org_id: orgId }),
 });

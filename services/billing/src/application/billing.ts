@@ -45,7 +45,8 @@ import { UsageReports } from './usage-reports';
 
 /** Lets every gateway forget a key or an organization's cached limits before we answer. */
 export interface GatewayNotifier {
-  keyRevoked(keyHash: string): Promise<void>;
+  /** A key revoked or changed: every gateway drops it from its cache and asks again at its next use. */
+  keyChanged(keyHash: string): Promise<void>;
   organizationChanged(orgId: string): Promise<void>;
 }
 
@@ -246,6 +247,7 @@ export class BillingService {
       scopes: [...new Set(m.scopes)],
       rateLimitPerMinute: m.rate_limit_per_minute ?? DEFAULT_KEY_RATE_LIMIT_PER_MINUTE,
       expiresAt: m.expires_in_days === undefined ? null : now + m.expires_in_days * DAY_SECONDS,
+      allowedModels: m.allowed_models ?? null,
       now,
     });
     const doc = await this.keys.findOne({ _id: keyId });
@@ -258,10 +260,18 @@ export class BillingService {
     return { object: 'list' as const, data: docs.map(toApiKey), has_more: false };
   }
 
+  /** A change applies from the next request on every gateway: each drops the key from its cache first. */
+  async updateApiKey(m: BillingMessage<'updateApiKey'>): Promise<ApiKey> {
+    await this.apiKey({ type: 'UpdateApiKey', keyId: m.key_id, orgId: m.org_id, name: m.name, allowedModels: m.allowed_models, now: unixSeconds(this.deps.clock.now()) });
+    const doc = (await this.keys.findOne({ _id: m.key_id }))!;
+    await this.deps.notifier.keyChanged(doc.key_hash);
+    return toApiKey(doc);
+  }
+
   async revokeApiKey(m: BillingMessage<'revokeApiKey'>): Promise<ApiKey> {
     await this.apiKey({ type: 'RevokeApiKey', keyId: m.key_id, orgId: m.org_id, now: unixSeconds(this.deps.clock.now()) });
     const doc = (await this.keys.findOne({ _id: m.key_id }))!;
-    await this.deps.notifier.keyRevoked(doc.key_hash);
+    await this.deps.notifier.keyChanged(doc.key_hash);
     return toApiKey(doc);
   }
 
@@ -283,6 +293,7 @@ export class BillingService {
       tier: org.tier,
       limits: effectiveLimits(org.tier, org.custom_limits),
       expires_at: key.expires_at,
+      allowed_models: key.allowed_models ?? null,
     };
   }
 
@@ -492,5 +503,6 @@ const toApiKey = (doc: ApiKeyDoc): ApiKey => ({
   expires_at: doc.expires_at,
   last_used_at: doc.last_used_at,
   revoked_at: doc.revoked_at,
+  allowed_models: doc.allowed_models ?? null,
   usage: { requests: doc.requests },
 });

@@ -145,7 +145,7 @@ export const accountsProjection: Projection = {
 export const apiKeysProjection = documentProjection<ApiKeyDoc>({
   name: 'billing-api-keys',
   collection: Collections.apiKeys,
-  canHandle: ['ApiKeyCreated', 'ApiKeyRevoked', 'ApiKeyUsed'],
+  canHandle: ['ApiKeyCreated', 'ApiKeyUpdated', 'ApiKeyRevoked', 'ApiKeyUsed'],
   documentId: (event) => (event.data as { key_id: string }).key_id,
   evolve(doc, stored) {
     const event = stored as Stored;
@@ -165,7 +165,16 @@ export const apiKeysProjection = documentProjection<ApiKeyDoc>({
           last_used_at: null,
           revoked_at: null,
           requests: 0,
+          allowed_models: event.data.allowed_models ?? null,
         };
+      case 'ApiKeyUpdated':
+        return (
+          doc && {
+            ...doc,
+            ...(event.data.name !== undefined ? { name: event.data.name } : {}),
+            ...(event.data.allowed_models !== undefined ? { allowed_models: event.data.allowed_models } : {}),
+          }
+        );
       case 'ApiKeyRevoked':
         return doc && { ...doc, revoked_at: event.data.revoked_at };
       case 'ApiKeyUsed':

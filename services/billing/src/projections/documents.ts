@@ -42,6 +42,8 @@ export interface ApiKeyDoc {
   last_used_at: number | null;
   revoked_at: number | null;
   requests: number;
+  /** Null or absent (keys made before keys could be limited): every model. */
+  allowed_models?: string[] | null;
   [key: string]: unknown;
 }
 

@@ -63,6 +63,11 @@ export class BillingController {
     return answer(BillingMessages.listApiKeys, p, (m) => this.billing.listApiKeys(m), this.unexpected);
   }
 
+  @MessagePattern(Subjects.billing.updateApiKey)
+  updateApiKey(@Payload() p: unknown) {
+    return answer(BillingMessages.updateApiKey, p, (m) => this.billing.updateApiKey(m), this.unexpected);
+  }
+
   @MessagePattern(Subjects.billing.revokeApiKey)
   revokeApiKey(@Payload() p: unknown) {
     return answer(BillingMessages.revokeApiKey, p, (m) => this.billing.revokeApiKey(m), this.unexpected);

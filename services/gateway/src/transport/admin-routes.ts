@@ -17,6 +17,7 @@ import {
   MemberSchema,
   parseOrThrow,
   Subjects,
+  UpdateApiKeyBody,
   UpdateOrganizationBody,
   unwrap,
   usdToMicros,
@@ -116,6 +117,14 @@ export function adminRoutes(passwords: PasswordHasher = new PasswordHasher()): R
       scope: null,
       doc: { summary: 'List API keys (no secrets)', response: listOf(ApiKeySchema) },
       handle: ({ services, params, headers }) => services.request(Subjects.billing.listApiKeys, params, { headers }),
+    },
+    {
+      method: 'PATCH',
+      path: `${org}/keys/:key_id`,
+      scope: null,
+      doc: { summary: "Rename an API key or change the models it may use, effective on the next request", request: UpdateApiKeyBody, response: ApiKeySchema },
+      handle: ({ services, params, body, headers }) =>
+        services.request(Subjects.billing.updateApiKey, { ...parseOrThrow(UpdateApiKeyBody, body), org_id: params.org_id, key_id: params.key_id }, { headers }),
     },
     {
       method: 'DELETE',

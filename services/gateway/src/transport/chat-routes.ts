@@ -91,6 +91,7 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
       path: '/v1/chat/completions',
       scope: 'chat:write',
       chat: true,
+      model: true,
       doc: {
         summary: 'Create a chat completion (Server-Sent Events with stream: true)',
         // 404: a session_id that names no session of the organization.
@@ -124,6 +125,7 @@ export function chatRoutes(options: ChatRouteOptions = {}): Route[] {
       path: '/v1/completions',
       scope: 'text:write',
       chat: true,
+      model: true,
       doc: {
         summary: "Create a text completion (OpenAI's legacy Completions; Server-Sent Events with stream: true)",
         errors: [402],

@@ -49,6 +49,7 @@ const keyPrincipalOf = (m: Member): KeyPrincipal => ({
   tier: m.organization.tier,
   limits: m.organization.limits,
   expires_at: m.expires_at,
+  allowed_models: null,
 });
 
 function pick<P>(routes: Route<P>[], method: string, path: string): Route<P> {
@@ -144,11 +145,12 @@ export function consoleRoutes(v1: Route[], admin: Route<'admin'>[], sessions: Co
     },
     ownOrganization('GET', `${ORG}/keys`, '/console/v1/keys'),
     ownOrganization('POST', `${ORG}/keys`, '/console/v1/keys'),
+    ownOrganization('PATCH', `${ORG}/keys/:key_id`, '/console/v1/keys/:key_id'),
     ownOrganization('DELETE', `${ORG}/keys/:key_id`, '/console/v1/keys/:key_id'),
     ownOrganization('GET', `${ORG}/key-usage`, '/console/v1/key-usage'),
+    { ...consoleUsageRoute, who: 'member' },
     ownOrganization('GET', `${ORG}/payments`, '/console/v1/payments'),
     topUpRoute(),
-    { ...consoleUsageRoute, who: 'member' },
     asMember('GET', '/v1/videos', '/console/v1/videos'),
     asMember('GET', '/v1/videos/:id', '/console/v1/videos/:id'),
     asMember('DELETE', '/v1/videos/:id', '/console/v1/videos/:id'),

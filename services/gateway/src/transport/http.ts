@@ -31,6 +31,7 @@ import type { ConsoleRoute } from './console-routes';
 import { openApiDocument } from './openapi';
 import { readBody } from './request-body';
 import { nameRequest, noteOrganization, requestIdOf } from './request-id';
+import { refuseModelNotAllowed } from './allowed-models';
 import { compile, type Match, match, type Route, type RouteContext } from './routes';
 import { STRIPE_WEBHOOK_PATH, stripeWebhook } from './stripe-webhook';
 
@@ -211,6 +212,7 @@ export async function run<P>(
     const files = route.body === 'json-or-multipart' ? (route.files ?? []) : undefined;
     const body = hasBody ? await readBody(req, res, bodyOwner(principal), files) : { value: {} };
     endTurn = body.endTurn;
+    if (route.model) refuseModelNotAllowed(principal, body.value);
     const ctx: RouteContext<P> = {
       req,
       res,

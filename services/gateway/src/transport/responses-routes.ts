@@ -38,6 +38,7 @@ export function responsesRoutes(complete: Complete): Route[] {
       path: '/v1/responses',
       scope: 'chat:write',
       chat: true,
+      model: true,
       doc: {
         summary: "Create a model response (OpenAI's Responses API; Server-Sent Events with stream: true)",
         // 404: a previous_response_id or item_reference that names no response of the organization.

@@ -30,6 +30,8 @@ export interface Route<P = KeyPrincipal> {
   scope: Scope | null;
   /** Counts against the tier's chat limits. */
   chat?: boolean;
+  /** The body names a `model`, which a key's `allowed_models` must include (403 `model_not_allowed` otherwise). */
+  model?: boolean;
   /** Body formats accepted (default JSON only); multipart is for clients such as OpenAI's SDK that send forms. */
   body?: 'json' | 'json-or-multipart';
   /** The file parts a multipart body may carry, by name (each read whole, within the body's cap). */

@@ -122,6 +122,7 @@ export function videoRoutes(): Route[] {
       method: 'POST',
       path: '/v1/videos',
       scope: 'video:write',
+      model: true,
       body: 'json-or-multipart',
       files: ['input_reference'],
       doc: {
