@@ -23,7 +23,8 @@ export const CheckoutSessionSchema = z.object({
 });
 export type CheckoutSession = z.infer<typeof CheckoutSessionSchema>;
 
-export const PaymentStatus = z.enum(['pending', 'paid', 'partially_refunded', 'refunded', 'disputed']);
+/** `failed`: the async payment method (a bank debit) did not go through; nothing was credited. */
+export const PaymentStatus = z.enum(['pending', 'failed', 'paid', 'partially_refunded', 'refunded', 'disputed']);
 
 /** One top-up as the member sees it: what was paid, what Stripe took back since, and where its receipt is. */
 export const PaymentSchema = z.object({
@@ -77,6 +78,8 @@ export const PaymentEvents = {
     created: z.int(),
   }),
   TopUpPaid: z.object({ payment_id: z.string(), paid_at: z.int() }),
+  /** `checkout.session.async_payment_failed`: the money never came; nothing is owed. */
+  TopUpPaymentFailed: z.object({ payment_id: z.string(), failed_at: z.int() }),
   /** `refunded_total_micros`: Stripe's `amount_refunded`, cumulative; this event is the part not recorded before. */
   TopUpRefunded: z.object({
     payment_id: z.string(),

@@ -13,8 +13,8 @@ const completed: PaymentEvent = {
   data: { payment_id, org_id, checkout_session: 'cs_1', amount_micros: 20_000_000, created: NOW },
 };
 const paid: PaymentEvent = { type: 'TopUpPaid', data: { payment_id, paid_at: NOW } };
-const checkout = (isPaid: boolean, now = NOW) =>
-  ({ type: 'RecordCheckout', paymentId: payment_id, orgId: org_id, sessionId: 'cs_1', amountMicros: 20_000_000, paid: isPaid, now }) as const;
+const checkout = (payment: 'paid' | 'pending' | 'failed', now = NOW) =>
+  ({ type: 'RecordCheckout', paymentId: payment_id, orgId: org_id, sessionId: 'cs_1', amountMicros: 20_000_000, payment, now }) as const;
 const refund = (total: number) => ({ type: 'RecordRefund', paymentId: payment_id, refundedTotalMicros: total, receiptUrl: null, now: NOW }) as const;
 const refunded = (amount_micros: number, refunded_total_micros: number): PaymentEvent => ({
   type: 'TopUpRefunded',
@@ -25,16 +25,24 @@ const fold = (events: PaymentEvent[]) => events.reduce(paymentDecider.evolve, pa
 
 describe('payment decider (one Stripe payment)', () => {
   it('records a paid completion once, however often it is delivered', () => {
-    expect(spec.given([]).when(checkout(true))).toEqual({ events: [completed, paid] });
-    expect(spec.given([completed, paid]).when(checkout(true))).toEqual({ events: [] });
+    expect(spec.given([]).when(checkout('paid'))).toEqual({ events: [completed, paid] });
+    expect(spec.given([completed, paid]).when(checkout('paid'))).toEqual({ events: [] });
   });
 
   it('waits for the async payment of an unpaid completion, in either order of delivery', () => {
-    expect(spec.given([]).when(checkout(false))).toEqual({ events: [completed] });
-    expect(spec.given([completed]).when(checkout(true, NOW + 60))).toEqual({ events: [{ type: 'TopUpPaid', data: { payment_id, paid_at: NOW + 60 } }] });
+    expect(spec.given([]).when(checkout('pending'))).toEqual({ events: [completed] });
+    expect(spec.given([completed]).when(checkout('paid', NOW + 60))).toEqual({ events: [{ type: 'TopUpPaid', data: { payment_id, paid_at: NOW + 60 } }] });
     // async_payment_succeeded first, then the (unpaid) completion: nothing more.
-    expect(spec.given([completed, paid]).when(checkout(false))).toEqual({ events: [] });
+    expect(spec.given([completed, paid]).when(checkout('pending'))).toEqual({ events: [] });
     expect(accountEntries(payment_id, fold([completed]))).toBeNull();
+  });
+
+  it('records a failed async payment once, owing nothing, and never after the payment succeeded', () => {
+    const failed: PaymentEvent = { type: 'TopUpPaymentFailed', data: { payment_id, failed_at: NOW + 60 } };
+    expect(spec.given([completed]).when(checkout('failed', NOW + 60))).toEqual({ events: [failed] });
+    expect(spec.given([completed, failed]).when(checkout('failed', NOW + 90))).toEqual({ events: [] });
+    expect(spec.given([completed, paid]).when(checkout('failed'))).toEqual({ events: [] });
+    expect(accountEntries(payment_id, fold([completed, failed]))).toBeNull();
   });
 
   it('records each refund by its cumulative total: an older delivery after a newer one adds nothing', () => {

@@ -194,6 +194,14 @@ describe('top-up with Stripe (a fake Stripe API, deliveries signed with the SDK)
     expect(paid).toMatchObject({ status: 'paid', amount: 15, paid_at: expect.any(Number), receipt_url: 'https://pay.stripe.com/receipts/payment/pi_async' });
   });
 
+  it('records a failed async payment in the history and credits nothing', async () => {
+    await deliver(stripeEvent('checkout.session.async_payment_failed', session(acme, 'pi_failed', 3000, 'unpaid')));
+    await deliver(stripeEvent('checkout.session.completed', session(acme, 'pi_failed', 3000, 'unpaid')));
+    const failed = (await member('GET', '/console/v1/payments')).body.data.find((p: { id: string }) => p.id === 'pi_failed');
+    expect(failed).toMatchObject({ status: 'failed', amount: 30, paid_at: null });
+    expect(await balance(acme)).toBe(35);
+  });
+
   it('debits a refund once, matched to its top-up through the payment intent, whatever order partial refunds arrive in', async () => {
     const partial = stripeEvent('charge.refunded', charge('pi_paid', 2000, 500));
     const more = stripeEvent('charge.refunded', charge('pi_paid', 2000, 800));

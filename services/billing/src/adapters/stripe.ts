@@ -79,7 +79,8 @@ function noticeOf(event: Stripe.Event): PaymentNotice {
   const base = { eventId: event.id, type: event.type, created: event.created };
   switch (event.type) {
     case 'checkout.session.completed':
-    case 'checkout.session.async_payment_succeeded': {
+    case 'checkout.session.async_payment_succeeded':
+    case 'checkout.session.async_payment_failed': {
       const s = event.data.object;
       return {
         ...base,
@@ -89,8 +90,8 @@ function noticeOf(event: Stripe.Event): PaymentNotice {
         orgId: s.client_reference_id,
         amountMicros: (s.amount_total ?? 0) * MICROS_PER_CENT,
         currency: s.currency,
-        paid: s.payment_status === 'paid',
-        payment: s.mode === 'payment',
+        payment: event.type === 'checkout.session.async_payment_failed' ? 'failed' : s.payment_status === 'paid' ? 'paid' : 'pending',
+        paymentMode: s.mode === 'payment',
       };
     }
     case 'charge.refunded': {

@@ -17,7 +17,7 @@ import { pageAfter, type ReadModels } from '@oc/readmodel';
 import type { Logger } from 'pino';
 import type { TopUpBounds } from '../config';
 import { accountDecider, accountStream } from '../domain/account';
-import { type AccountEntry, accountEntries, paymentDecider, type PaymentCommand, type PaymentState, paymentStream } from '../domain/payment';
+import { type AccountEntry, accountEntries, type CheckoutPayment, paymentDecider, type PaymentCommand, type PaymentState, paymentStream } from '../domain/payment';
 import { Collections, type OrganizationDoc } from '../projections/documents';
 import { PaymentCollections, type PaymentDoc } from '../projections/payments-projection';
 
@@ -39,9 +39,9 @@ export type PaymentNotice = { eventId: string; type: string; created: number } &
       orgId: string | null;
       amountMicros: number;
       currency: string | null;
-      paid: boolean;
+      payment: CheckoutPayment;
       /** A Checkout Session in payment mode (a setup or subscription session credits nothing). */
-      payment: boolean;
+      paymentMode: boolean;
     }
   | { kind: 'refund'; paymentId: string | null; refundedTotalMicros: number; receiptUrl: string | null; currency: string }
   | { kind: 'dispute'; paymentId: string | null; disputeId: string; amountMicros: number; currency: string }
@@ -138,7 +138,7 @@ export class PaymentsService {
       case 'other':
         return { received: true, outcome: 'ignored', reason: `event type ${notice.type} is not handled` };
       case 'checkout': {
-        if (!notice.payment) return ignored('not a payment-mode Checkout Session');
+        if (!notice.paymentMode) return ignored('not a payment-mode Checkout Session');
         if (notice.currency !== 'usd') return ignored(`currency ${notice.currency} is not usd`);
         if (notice.orgId === null) return ignored('the Checkout Session names no organization (client_reference_id)');
         if (!(await this.organization(notice.orgId, false))) return ignored(`unknown organization ${notice.orgId}`);
@@ -150,7 +150,7 @@ export class PaymentsService {
           orgId: notice.orgId,
           sessionId: notice.sessionId,
           amountMicros: notice.amountMicros,
-          paid: notice.paid,
+          payment: notice.payment,
           now,
         };
         break;

@@ -13,21 +13,27 @@ import { BillingStreams, type BillingEvent, streamName } from '@oc/contracts';
  */
 export type PaymentEvent = Extract<
   BillingEvent,
-  { type: 'TopUpCheckoutCompleted' | 'TopUpPaid' | 'TopUpRefunded' | 'TopUpDisputed' | 'TopUpReceiptIssued' }
+  { type: 'TopUpCheckoutCompleted' | 'TopUpPaid' | 'TopUpPaymentFailed' | 'TopUpRefunded' | 'TopUpDisputed' | 'TopUpReceiptIssued' }
 >;
 
 export type PaymentCommand =
-  /** `checkout.session.completed` (paid or not yet) and `checkout.session.async_payment_succeeded` (paid). */
-  | { type: 'RecordCheckout'; paymentId: string; orgId: string; sessionId: string; amountMicros: number; paid: boolean; now: number }
+  /**
+   * `checkout.session.completed` (paid, or `pending` while an async method settles), and
+   * `checkout.session.async_payment_succeeded` (paid) or `…_failed` (failed).
+   */
+  | { type: 'RecordCheckout'; paymentId: string; orgId: string; sessionId: string; amountMicros: number; payment: CheckoutPayment; now: number }
   /** `charge.refunded`: `refundedTotalMicros` is the charge's `amount_refunded`, everything refunded so far. */
   | { type: 'RecordRefund'; paymentId: string; refundedTotalMicros: number; receiptUrl: string | null; now: number }
   | { type: 'RecordDispute'; paymentId: string; disputeId: string; amountMicros: number; now: number }
   /** `charge.succeeded`: where Stripe shows the charge's receipt. */
   | { type: 'RecordReceipt'; paymentId: string; receiptUrl: string };
 
+export type CheckoutPayment = 'paid' | 'pending' | 'failed';
+
 export interface PaymentState {
   checkout: { orgId: string; sessionId: string; amountMicros: number } | null;
   paid: boolean;
+  failed: boolean;
   /** Each refund recorded, with Stripe's cumulative total after it (which names it). */
   refunds: Array<{ amountMicros: number; totalMicros: number }>;
   disputes: Array<{ disputeId: string; amountMicros: number }>;
@@ -36,7 +42,7 @@ export interface PaymentState {
 
 export const paymentStream = (paymentId: string) => streamName(BillingStreams.payment, paymentId);
 
-const initialState = (): PaymentState => ({ checkout: null, paid: false, refunds: [], disputes: [], receiptUrl: null });
+const initialState = (): PaymentState => ({ checkout: null, paid: false, failed: false, refunds: [], disputes: [], receiptUrl: null });
 
 const refundedMicros = (state: PaymentState) => state.refunds.at(-1)?.totalMicros ?? 0;
 
@@ -51,7 +57,9 @@ function decide(command: PaymentCommand, state: PaymentState): PaymentEvent[] {
           data: { payment_id, org_id: command.orgId, checkout_session: command.sessionId, amount_micros: command.amountMicros, created: command.now },
         });
       }
-      if (command.paid && !state.paid) events.push({ type: 'TopUpPaid', data: { payment_id, paid_at: command.now } });
+      if (command.payment === 'paid' && !state.paid) events.push({ type: 'TopUpPaid', data: { payment_id, paid_at: command.now } });
+      // Stripe sends one outcome per payment; a failure after the success (which cannot happen) would change nothing.
+      if (command.payment === 'failed' && !state.paid && !state.failed) events.push({ type: 'TopUpPaymentFailed', data: { payment_id, failed_at: command.now } });
       return events;
     }
     case 'RecordRefund': {
@@ -84,6 +92,8 @@ function evolve(state: PaymentState, event: PaymentEvent): PaymentState {
       return { ...state, checkout: { orgId: event.data.org_id, sessionId: event.data.checkout_session, amountMicros: event.data.amount_micros } };
     case 'TopUpPaid':
       return { ...state, paid: true };
+    case 'TopUpPaymentFailed':
+      return { ...state, failed: true };
     case 'TopUpRefunded':
       return { ...state, refunds: [...state.refunds, { amountMicros: event.data.amount_micros, totalMicros: event.data.refunded_total_micros }] };
     case 'TopUpDisputed':

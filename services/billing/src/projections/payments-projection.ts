@@ -8,11 +8,12 @@ export interface PaymentDoc {
   /** Null until the Checkout Session's completion is recorded (a refund may be delivered first); never listed before. */
   org_id: string | null;
   checkout_session: string | null;
-  status: 'pending' | 'paid' | 'partially_refunded' | 'refunded' | 'disputed';
+  status: 'pending' | 'failed' | 'paid' | 'partially_refunded' | 'refunded' | 'disputed';
   amount_micros: number;
   refunded_micros: number;
   disputed_micros: number;
   paid: boolean;
+  failed: boolean;
   receipt_url: string | null;
   refunds: Array<{ amount_micros: number; created: number }>;
   disputes: Array<{ id: string; amount_micros: number; created: number }>;
@@ -29,7 +30,7 @@ export const paymentCollections: CollectionSpec[] = [{ name: PaymentCollections.
 type Stored = StoredEvent & BillingEvent;
 
 const statusOf = (doc: PaymentDoc): PaymentDoc['status'] => {
-  if (!doc.paid) return 'pending';
+  if (!doc.paid) return doc.failed ? 'failed' : 'pending';
   if (doc.disputes.length > 0) return 'disputed';
   if (doc.refunded_micros >= doc.amount_micros) return 'refunded';
   return doc.refunded_micros > 0 ? 'partially_refunded' : 'paid';
@@ -38,7 +39,7 @@ const statusOf = (doc: PaymentDoc): PaymentDoc['status'] => {
 /** The payment history, from the top-ups' own streams (`payment-<payment_intent>`). */
 export const paymentsProjection: Projection = {
   name: 'billing-payments',
-  canHandle: ['TopUpCheckoutCompleted', 'TopUpPaid', 'TopUpRefunded', 'TopUpDisputed', 'TopUpReceiptIssued'],
+  canHandle: ['TopUpCheckoutCompleted', 'TopUpPaid', 'TopUpPaymentFailed', 'TopUpRefunded', 'TopUpDisputed', 'TopUpReceiptIssued'],
   async handle(stored, ctx) {
     const event = stored as Stored;
     const payments = ctx.collection<PaymentDoc>(PaymentCollections.payments);
@@ -52,6 +53,7 @@ export const paymentsProjection: Projection = {
       refunded_micros: 0,
       disputed_micros: 0,
       paid: false,
+      failed: false,
       receipt_url: null,
       refunds: [],
       disputes: [],
@@ -68,6 +70,9 @@ export const paymentsProjection: Projection = {
       case 'TopUpPaid':
         doc.paid = true;
         doc.paid_at = event.data.paid_at;
+        break;
+      case 'TopUpPaymentFailed':
+        doc.failed = true;
         break;
       case 'TopUpRefunded':
         doc.refunded_micros = event.data.refunded_total_micros;

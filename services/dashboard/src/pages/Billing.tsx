@@ -6,6 +6,7 @@ import { Empty, ErrorNote, Loading, PageHeader, useLoad } from '../ui';
 
 const STATUS_LABEL: Record<Payment['status'], string> = {
   pending: 'Pending',
+  failed: 'Failed',
   paid: 'Paid',
   partially_refunded: 'Partly refunded',
   refunded: 'Refunded',
