@@ -23,6 +23,7 @@ import { UsageQuery, USAGE_GROUPS } from './providers';
 import { ConsoleUsageQuery, KEY_USAGE_GROUPS } from './usage';
 import { PaymentEvents } from './payments';
 import { AllowedModelsSchema, UpdateApiKeyMessage } from './key-access';
+import { KeyBudgetBody, KeyBudgetMicrosSchema, KeyBudgetSchema, KeySpendSchema } from './key-budget';
 import { ScopeSchema } from './scopes';
 import { CustomLimitsSchema, OrganizationLimitsSchema, TierSchema } from './tiers';
 
@@ -66,6 +67,8 @@ export const CreateApiKeyBody = z.strictObject({
   mode: z.enum(['live', 'test']).default('live'),
   /** Absent or null: every model. */
   allowed_models: AllowedModelsSchema.optional(),
+  /** In USD; a period absent or null has no limit. */
+  budget: KeyBudgetBody.optional(),
 });
 
 /** An email address as members sign in with it: trimmed and lower-cased, so one address is one member. */
@@ -169,6 +172,10 @@ export const ApiKeySchema = z.object({
   revoked_at: z.int().nullable(),
   /** Null: every model. */
   allowed_models: z.array(z.string()).nullable(),
+  /** In USD per UTC day, UTC calendar month and all time; null: no limit. */
+  budget: KeyBudgetSchema,
+  /** What the key's captured requests cost, in USD, today and this month (UTC) and in all. */
+  spend: KeySpendSchema,
   usage: z.object({ requests: z.int() }),
 });
 export type ApiKey = z.infer<typeof ApiKeySchema>;
@@ -198,7 +205,7 @@ export const BillingMessages = {
   addCredits: z.object({ ...OrgRef, amount_micros: z.int().positive(), description: z.string() }),
   listLedger: ListQuery.extend(OrgRef),
   getBalance: z.object(OrgRef),
-  createApiKey: CreateApiKeyBody.extend(OrgRef),
+  createApiKey: CreateApiKeyBody.extend({ ...OrgRef, budget: KeyBudgetMicrosSchema.optional() }),
   listApiKeys: z.object(OrgRef),
   revokeApiKey: z.object({ ...OrgRef, key_id: z.string().min(1) }),
   updateApiKey: UpdateApiKeyMessage,
@@ -219,6 +226,8 @@ export const BillingMessages = {
     description: z.string(),
     expires_at: z.int().positive().optional(),
     holder: HolderSchema.optional(),
+    /** The API key the work is for: its budget, if it has one, is checked, and the hold counted in its spend. */
+    key_id: z.string().min(1).max(100).optional(),
     /**
      * Answer once decided, while the reservation is still being stored: for a caller in billing's own process,
      * whose next step (the upstream call) then overlaps the store's commit. Billing honours it only there
@@ -338,6 +347,8 @@ export const BillingEvents = {
     reserved_at: z.int().optional(),
     /** Absent when no running process holds it (a video job's, owned by its stream). */
     holder: HolderSchema.optional(),
+    /** The API key the work is for; absent before reservations named it, and for work of no key. */
+    key_id: z.string().optional(),
   }),
   ReservationCaptured: z.object({
     org_id: z.string(),
@@ -378,6 +389,17 @@ export const BillingEvents = {
     name: z.string().optional(),
     allowed_models: z.array(z.string()).nullable().optional(),
     updated_at: z.int(),
+  }),
+  /**
+   * A key's budget, on the account's stream (where reservations are decided): every period's limit in micro-USD
+   * as it is after the change, null for none.
+   */
+  KeyBudgetChanged: z.object({
+    org_id: z.string(),
+    key_id: z.string(),
+    daily: z.int().nullable(),
+    monthly: z.int().nullable(),
+    total: z.int().nullable(),
   }),
   ApiKeyRevoked: z.object({ key_id: z.string(), org_id: z.string(), revoked_at: z.int() }),
   ApiKeyUsed: z.object({ key_id: z.string(), org_id: z.string(), requests: z.int().positive(), last_used_at: z.int() }),

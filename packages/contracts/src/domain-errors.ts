@@ -1,4 +1,5 @@
 import { ApiError, conflict, insufficientFunds, internalError, invalidRequest, notFound } from './errors';
+import { type BudgetPeriod, keyBudgetExceeded } from './key-budget';
 
 export type NotFoundResource =
   | 'organization'
@@ -13,6 +14,7 @@ export type NotFoundResource =
 
 export type DomainErrorDetail =
   | { kind: 'InsufficientFunds'; requiredMicros: number; availableMicros: number }
+  | { kind: 'KeyBudgetExceeded'; keyId: string; period: BudgetPeriod; limitMicros: number; leftMicros: number; requiredMicros: number }
   | { kind: 'NotFound'; resource: NotFoundResource; id: string }
   | { kind: 'Conflict'; code: string; message: string }
   | { kind: 'InvalidState'; code: string; message: string; param?: string };
@@ -45,6 +47,8 @@ export function toApiError(error: unknown): ApiError {
   switch (d.kind) {
     case 'InsufficientFunds':
       return insufficientFunds(d.requiredMicros, d.availableMicros);
+    case 'KeyBudgetExceeded':
+      return keyBudgetExceeded(d.keyId, d.period, d.limitMicros, d.leftMicros, d.requiredMicros);
     case 'NotFound':
       return notFound(NOT_FOUND_CODE[d.resource], `No ${d.resource.replace('_', ' ')} found with id '${d.id}'.`);
     case 'Conflict':

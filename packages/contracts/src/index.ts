@@ -23,3 +23,4 @@ export * from './catalog';
 export * from './providers';
 export * from './usage';
 export * from './key-access';
+export * from './key-budget';

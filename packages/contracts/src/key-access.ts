@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ApiError } from './errors';
+import { KeyBudgetBody, KeyBudgetMicrosSchema } from './key-budget';
 import { PublicModelIdSchema } from './model-id';
 
 /**
@@ -18,13 +19,23 @@ const KeyChanges = {
   allowed_models: AllowedModelsSchema.optional(),
 };
 
-/** PATCH of an API key: what may change after it is made. Its secret, mode and scopes never change. */
+/**
+ * PATCH of an API key: what may change after it is made. Its secret, mode and scopes never change. `budget` in USD
+ * (micro-dollars once parsed): a period stated is set, or removed with null; a period absent is left as it is.
+ */
 export const UpdateApiKeyBody = z
-  .strictObject(KeyChanges)
-  .refine((b) => b.name !== undefined || b.allowed_models !== undefined, { message: 'name or allowed_models is required' });
+  .strictObject({ ...KeyChanges, budget: KeyBudgetBody.optional() })
+  .refine((b) => b.name !== undefined || b.allowed_models !== undefined || b.budget !== undefined, {
+    message: 'name, allowed_models or budget is required',
+  });
 
 /** The PATCH as billing is asked it, for one organization's key. */
-export const UpdateApiKeyMessage = z.object({ org_id: z.string().min(1), key_id: z.string().min(1), ...KeyChanges });
+export const UpdateApiKeyMessage = z.object({
+  org_id: z.string().min(1),
+  key_id: z.string().min(1),
+  ...KeyChanges,
+  budget: KeyBudgetMicrosSchema.optional(),
+});
 
 export const modelNotAllowed = (model: string, allowed: readonly string[]) =>
   new ApiError({

@@ -40,6 +40,7 @@ import {
   type OpenReservationDoc,
   type OrganizationDoc,
 } from '../projections/documents';
+import { keyBudgetView, setsAnyLimit } from './key-budgets';
 import { recordReservation } from './telemetry';
 import { UsageReports } from './usage-reports';
 
@@ -162,6 +163,7 @@ export class BillingService {
         expiresAt: m.expires_at ?? now + DEFAULT_RESERVATION_TTL_SECONDS,
         now,
         ...(m.holder === undefined ? {} : { holder: m.holder }),
+        ...(m.key_id === undefined ? {} : { keyId: m.key_id }),
       },
       undefined,
       // Its commit overlaps the product's upstream call, wherever the product runs (where billing is the account's
@@ -250,29 +252,39 @@ export class BillingService {
       allowedModels: m.allowed_models ?? null,
       now,
     });
+    // Before the key is shown, so no request of it goes unlimited.
+    if (setsAnyLimit(m.budget)) await this.account({ type: 'SetKeyBudget', orgId: m.org_id, keyId, budget: m.budget! });
     const doc = await this.keys.findOne({ _id: keyId });
-    return { ...toApiKey(doc!), key };
+    return { ...this.toApiKey(doc!), key };
   }
 
   async listApiKeys(m: BillingMessage<'listApiKeys'>) {
     await this.organizationDoc(m.org_id);
     const docs = await this.keys.find({ org_id: m.org_id }, { sort: { created: -1, _id: -1 }, limit: 1000 });
-    return { object: 'list' as const, data: docs.map(toApiKey), has_more: false };
+    return { object: 'list' as const, data: docs.map((doc) => this.toApiKey(doc)), has_more: false };
   }
 
-  /** A change applies from the next request on every gateway: each drops the key from its cache first. */
+  /**
+   * A change applies from the next request on every gateway: each drops the key from its cache first. The budget is
+   * the account's (decided with the reservations it limits), set once the key's stream has said the key may change.
+   */
   async updateApiKey(m: BillingMessage<'updateApiKey'>): Promise<ApiKey> {
     await this.apiKey({ type: 'UpdateApiKey', keyId: m.key_id, orgId: m.org_id, name: m.name, allowedModels: m.allowed_models, now: unixSeconds(this.deps.clock.now()) });
+    if (m.budget !== undefined) await this.account({ type: 'SetKeyBudget', orgId: m.org_id, keyId: m.key_id, budget: m.budget });
     const doc = (await this.keys.findOne({ _id: m.key_id }))!;
     await this.deps.notifier.keyChanged(doc.key_hash);
-    return toApiKey(doc);
+    return this.toApiKey(doc);
   }
 
   async revokeApiKey(m: BillingMessage<'revokeApiKey'>): Promise<ApiKey> {
     await this.apiKey({ type: 'RevokeApiKey', keyId: m.key_id, orgId: m.org_id, now: unixSeconds(this.deps.clock.now()) });
     const doc = (await this.keys.findOne({ _id: m.key_id }))!;
     await this.deps.notifier.keyChanged(doc.key_hash);
-    return toApiKey(doc);
+    return this.toApiKey(doc);
+  }
+
+  private toApiKey(doc: ApiKeyDoc): ApiKey {
+    return { ...toApiKey(doc), ...keyBudgetView(doc, this.deps.clock.now()) };
   }
 
   /**
@@ -491,7 +503,7 @@ const toMember = (doc: MemberDoc): Member => ({
   created: doc.created,
 });
 
-const toApiKey = (doc: ApiKeyDoc): ApiKey => ({
+const toApiKey = (doc: ApiKeyDoc): Omit<ApiKey, 'budget' | 'spend'> => ({
   id: doc._id,
   object: 'api_key',
   name: doc.name,

@@ -8,9 +8,11 @@ import {
   LIMIT_NAMES,
   type LimitsChange,
   NO_CUSTOM_LIMITS,
+  NO_KEY_BUDGET,
   streamName,
   type Tier,
 } from '@oc/contracts';
+import { changedBudget, checkKeyBudget, freeForKey, holdForKey, type KeyHold, type KeySpend, setKeyBudget } from './key-budget';
 import { type EncodedSettled, SettledReservations } from './settled';
 
 /**
@@ -29,6 +31,10 @@ import { type EncodedSettled, SettledReservations } from './settled';
  * or released one for five minutes after its settlement, an expired one until an hour past its expiry (by the
  * time of a later reservation; see `SettledReservations`). No product repeats a settlement later, and the
  * account's state stays the size of its last minutes of work, however long its history and however busy.
+ *
+ * A reservation for an API key (`keyId`) is also refused when it would take the key's spend (captured plus held)
+ * today, this month or in all over the key's budget (`KeyBudgetChanged`, set here so that it is decided with the
+ * reservations it limits); see key-budget.ts.
  */
 export type AccountEvent = Extract<
   BillingEvent,
@@ -42,7 +48,8 @@ export type AccountEvent = Extract<
       | 'ReservationCaptured'
       | 'ReservationReleased'
       | 'TopUpCredited'
-      | 'TopUpReversed';
+      | 'TopUpReversed'
+      | 'KeyBudgetChanged';
   }
 >;
 
@@ -61,6 +68,8 @@ export type AccountCommand =
       /** Unix seconds. */
       now: number;
       holder?: string;
+      /** The API key the work is for: its budget is checked and the hold counted in its spend. */
+      keyId?: string;
     }
   /** `now` (unix seconds) is recorded as the settlement's time, from which it is remembered. */
   | { type: 'CaptureReservation'; orgId: string; reservationId: string; amountMicros: number; usage?: ServedUsage | undefined; now: number }
@@ -70,12 +79,16 @@ export type AccountCommand =
   /** A Stripe top-up's money, once per `entryId` (see `accountEntries` in payment.ts). */
   | { type: 'CreditTopUp'; orgId: string; entryId: string; paymentId: string; amountMicros: number; description: string }
   /** A refund or dispute of a top-up: debited even below zero, leaving a debt (the one way the balance goes negative). */
-  | { type: 'ReverseTopUp'; orgId: string; entryId: string; paymentId: string; reason: 'refund' | 'dispute'; amountMicros: number; description: string };
+  | { type: 'ReverseTopUp'; orgId: string; entryId: string; paymentId: string; reason: 'refund' | 'dispute'; amountMicros: number; description: string }
+  /** A key's budget (micro-USD): a period left undefined keeps its limit, null removes it. */
+  | { type: 'SetKeyBudget'; orgId: string; keyId: string; budget: Partial<Record<'daily' | 'monthly' | 'total', number | null | undefined>> };
 
 export interface Reservation {
   amountMicros: number;
   /** Unix seconds; null for reservations made before reservations expired. */
   expiresAt: number | null;
+  /** Absent for a reservation of no key. */
+  key?: KeyHold;
 }
 
 export { REPEAT_WINDOW_SECONDS, SETTLED_RETENTION_SECONDS } from './settled';
@@ -95,6 +108,8 @@ export type AccountState =
       settled: SettledReservations;
       /** Top-up entries applied (`TopUpCredited`, `TopUpReversed`), so that each applies once; absent before the first. */
       topUpEntries?: Record<string, true>;
+      /** Each API key's budget and spend, for every key that has reserved or has a budget. */
+      keys: Map<string, KeySpend>;
     };
 
 export const accountStream = (orgId: string) => streamName(BillingStreams.account, orgId);
@@ -166,6 +181,7 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
           availableMicros: available,
         });
       }
+      if (command.keyId !== undefined) checkKeyBudget(state.keys, command.keyId, command.amountMicros, command.now);
       return [
         {
           type: 'FundsReserved',
@@ -177,6 +193,7 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
             expires_at: command.expiresAt,
             reserved_at: command.now,
             ...(command.holder === undefined ? {} : { holder: command.holder }),
+            ...(command.keyId === undefined ? {} : { key_id: command.keyId }),
           },
         },
       ];
@@ -264,6 +281,13 @@ function decide(command: AccountCommand, state: AccountState): AccountEvent[] {
         },
       ];
 
+    case 'SetKeyBudget': {
+      const current = state.keys.get(command.keyId)?.budget ?? NO_KEY_BUDGET;
+      const budget = changedBudget(current, command.budget);
+      if (budget.daily === current.daily && budget.monthly === current.monthly && budget.total === current.total) return [];
+      return [{ type: 'KeyBudgetChanged', data: { org_id, key_id: command.keyId, ...budget } }];
+    }
+
     default: {
       const never: never = command;
       return never;
@@ -292,6 +316,7 @@ function evolve(state: AccountState, event: AccountEvent): AccountState {
       balanceMicros: 0,
       reservations: new Map(),
       settled: new SettledReservations(),
+      keys: new Map(),
     };
   }
   if (state.status !== 'open') return state;
@@ -307,13 +332,18 @@ function evolve(state: AccountState, event: AccountEvent): AccountState {
       state.reservations.set(event.data.reservation_id, {
         amountMicros: event.data.amount_micros,
         expiresAt: event.data.expires_at ?? null,
+        // Reservations naming a key carry reserved_at (both came after it).
+        ...(event.data.key_id === undefined ? {} : { key: holdForKey(state.keys, event.data.key_id, event.data.amount_micros, event.data.reserved_at ?? 0) }),
       });
       return state;
     case 'ReservationCaptured':
-      settle(state, event.data.reservation_id, 'captured', event.data.settled_at);
+      settle(state, event.data.reservation_id, 'captured', event.data.settled_at, event.data.released_micros);
       return { ...state, balanceMicros: state.balanceMicros - event.data.amount_micros };
     case 'ReservationReleased':
-      settle(state, event.data.reservation_id, event.data.reason === 'expired' ? 'expired' : 'released', event.data.settled_at);
+      settle(state, event.data.reservation_id, event.data.reason === 'expired' ? 'expired' : 'released', event.data.settled_at, event.data.amount_micros);
+      return state;
+    case 'KeyBudgetChanged':
+      setKeyBudget(state.keys, event.data.key_id, { daily: event.data.daily, monthly: event.data.monthly, total: event.data.total });
       return state;
     case 'TopUpCredited':
       return { ...state, balanceMicros: state.balanceMicros + event.data.amount_micros, topUpEntries: { ...state.topUpEntries, [event.data.entry_id]: true } };
@@ -326,16 +356,20 @@ function evolve(state: AccountState, event: AccountEvent): AccountState {
   }
 }
 
-function settle(state: OpenAccount, reservationId: string, outcome: 'captured' | 'released' | 'expired', settledAt: number | undefined) {
-  const expiresAt = state.reservations.get(reservationId)?.expiresAt ?? null;
+/** `freedMicros`: what goes back to the account (all of a release, what a capture did not take). */
+function settle(state: OpenAccount, reservationId: string, outcome: 'captured' | 'released' | 'expired', settledAt: number | undefined, freedMicros: number) {
+  const reservation = state.reservations.get(reservationId);
+  const expiresAt = reservation?.expiresAt ?? null;
+  if (reservation?.key) freeForKey(state.keys, reservation.key, freedMicros);
   state.reservations.delete(reservationId);
   state.settled.add(reservationId, outcome, settledAt, expiresAt);
 }
 
 type OpenAccount = AccountState & { status: 'open' };
-type EncodedAccount = Omit<OpenAccount, 'reservations' | 'settled'> & {
+type EncodedAccount = Omit<OpenAccount, 'reservations' | 'settled' | 'keys'> & {
   reservations: Array<[string, Reservation]>;
   settled: EncodedSettled;
+  keys: Array<[string, KeySpend]>;
 };
 
 /**
@@ -344,19 +378,20 @@ type EncodedAccount = Omit<OpenAccount, 'reservations' | 'settled'> & {
  * the history. The state is encoded on the thread that decides the account's commands, so encoding does no
  * work per settled reservation: their text goes as it is held (`SettledReservations.encode`), and only the
  * open reservations (the work in flight) are listed. Version 2: settled reservations by minute of settlement;
- * a version 1 snapshot (a map of them) is ignored, and the account folded from its first event once.
+ * version 3: the keys' budgets and spend. A snapshot of an earlier version is ignored, and the account folded from
+ * its first event once.
  */
 const snapshot: SnapshotCodec<AccountState> = {
-  version: 2,
+  version: 3,
   every: 10_000,
   encode: (state) =>
     state.status === 'open'
-      ? ({ ...state, reservations: [...state.reservations], settled: state.settled.encode() } satisfies EncodedAccount)
+      ? ({ ...state, reservations: [...state.reservations], settled: state.settled.encode(), keys: [...state.keys] } satisfies EncodedAccount)
       : state,
   decode: (data) => {
     const state = data as Exclude<AccountState, OpenAccount> | EncodedAccount;
     if (state.status !== 'open') return state;
-    return { ...state, reservations: new Map(state.reservations), settled: SettledReservations.decode(state.settled) };
+    return { ...state, reservations: new Map(state.reservations), settled: SettledReservations.decode(state.settled), keys: new Map(state.keys) };
   },
 };
 

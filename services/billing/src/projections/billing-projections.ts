@@ -7,6 +7,7 @@ import {
   type ConsoleSessionDoc,
   type DailySpendDoc,
   type KeyDailyUsageDoc,
+  type KeySpendDoc,
   type LedgerEntryDoc,
   type MemberDoc,
   type OpenReservationDoc,
@@ -145,8 +146,11 @@ export const accountsProjection: Projection = {
 export const apiKeysProjection = documentProjection<ApiKeyDoc>({
   name: 'billing-api-keys',
   collection: Collections.apiKeys,
-  canHandle: ['ApiKeyCreated', 'ApiKeyUpdated', 'ApiKeyRevoked', 'ApiKeyUsed'],
-  documentId: (event) => (event.data as { key_id: string }).key_id,
+  canHandle: ['ApiKeyCreated', 'ApiKeyUpdated', 'ApiKeyRevoked', 'ApiKeyUsed', 'KeyBudgetChanged', 'ReservationCaptured'],
+  documentId: (event) => {
+    const data = event.data as { key_id?: string; usage?: { key_id?: string } };
+    return data.key_id ?? data.usage?.key_id ?? null;
+  },
   evolve(doc, stored) {
     const event = stored as Stored;
     switch (event.type) {
@@ -177,6 +181,10 @@ export const apiKeysProjection = documentProjection<ApiKeyDoc>({
         );
       case 'ApiKeyRevoked':
         return doc && { ...doc, revoked_at: event.data.revoked_at };
+      case 'KeyBudgetChanged':
+        return doc && { ...doc, budget: { daily: event.data.daily, monthly: event.data.monthly, total: event.data.total } };
+      case 'ReservationCaptured':
+        return doc && { ...doc, spend: spentAt(doc.spend, event.data.amount_micros, event.created) };
       case 'ApiKeyUsed':
         return (
           doc && {
@@ -190,6 +198,19 @@ export const apiKeysProjection = documentProjection<ApiKeyDoc>({
     }
   },
 });
+
+/** A key's captured spend after one more capture at `at` (ms), its day and month rolled over by it. */
+function spentAt(spend: KeySpendDoc | undefined, micros: number, at: number): KeySpendDoc {
+  const day = utcDay(at);
+  const month = day.slice(0, 7);
+  return {
+    day,
+    day_micros: (spend?.day === day ? spend.day_micros : 0) + micros,
+    month,
+    month_micros: (spend?.month === month ? spend.month_micros : 0) + micros,
+    total_micros: (spend?.total_micros ?? 0) + micros,
+  };
+}
 
 /** The UTC day of a time in milliseconds, as `YYYY-MM-DD`. */
 export const utcDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);

@@ -1,4 +1,4 @@
-import type { CustomLimits, Scope, Tier } from '@oc/contracts';
+import type { CustomLimits, KeyBudgetLimits, Scope, Tier } from '@oc/contracts';
 import type { CollectionSpec } from '@oc/readmodel';
 
 export interface OrganizationDoc {
@@ -44,7 +44,20 @@ export interface ApiKeyDoc {
   requests: number;
   /** Null or absent (keys made before keys could be limited): every model. */
   allowed_models?: string[] | null;
+  /** Micro-USD per period, null for none; absent on keys never given a budget. */
+  budget?: KeyBudgetLimits;
+  /** What the key's captures charged; absent before its first. */
+  spend?: KeySpendDoc;
   [key: string]: unknown;
+}
+
+/** A key's captured spend in micro-USD: on `day` and in `month` (UTC, by capture), and in all. */
+export interface KeySpendDoc {
+  day: string;
+  day_micros: number;
+  month: string;
+  month_micros: number;
+  total_micros: number;
 }
 
 /** An open reservation, kept until it is captured or released, so that expired ones can be found. */

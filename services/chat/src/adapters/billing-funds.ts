@@ -5,8 +5,8 @@ import type { Funds } from '../application/ports';
 /** Funds held and charged by the billing service over the bus; its 402 is thrown with the amounts it compared. */
 export function billingFunds(client: ServiceClient): Funds {
   return {
-    async reserve(org_id, reservation_id, amount_micros, description, { expiresAt: expires_at, holder }) {
-      const reservation = { org_id, reservation_id, amount_micros, description, expires_at, holder, answer_when_decided: true };
+    async reserve(org_id, reservation_id, amount_micros, description, { expiresAt: expires_at, holder, keyId }) {
+      const reservation = { org_id, reservation_id, amount_micros, description, expires_at, holder, ...(keyId === undefined ? {} : { key_id: keyId }), answer_when_decided: true };
       unwrap(await client.request(Subjects.billing.reserveFunds, reservation));
     },
     async capture(org_id, reservation_id, amount_micros, usage, { answerWhenDecided }) {

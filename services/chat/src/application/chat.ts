@@ -438,6 +438,7 @@ export class ChatService {
       await this.deps.funds.reserve(request.org_id, id, reservedMicros, description, {
         expiresAt: unixSeconds(now + this.deps.lifecycle.deadlineMs + RESERVATION_AFTER_DEADLINE_MS),
         holder: this.holder,
+        keyId: request.key_id,
       });
     } catch (error) {
       // Refused for funds, nothing is held; after any other failure that is unknown, so release to be sure.

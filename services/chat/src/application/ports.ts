@@ -125,6 +125,8 @@ export interface Hold {
   expiresAt: number;
   /** The process running the completion (`chat/<replica>/<run>`): what it left open is found by this name. */
   holder: string;
+  /** The API key asking: billing refuses a hold that would take it over its budget (402 key_budget_exceeded). */
+  keyId?: string | undefined;
 }
 
 /** The billing service's reservations, in integer micro-USD; a refusal throws billing's 402, with its `funds`. */
