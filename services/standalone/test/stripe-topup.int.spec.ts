@@ -231,6 +231,9 @@ describe('top-up with Stripe (a fake Stripe API, deliveries signed with the SDK)
     // Signed six minutes ago: outside the 300 s tolerance (a replay).
     expect((await deliver(payload, { timestamp: Math.floor(Date.now() / 1000) - 360 })).body.error.code).toBe('invalid_signature');
     expect((await deliver(payload, { signature: null })).body.error).toMatchObject({ code: 'missing_signature', param: 'Stripe-Signature' });
+    // No Stripe event is this large: refused before billing sees it.
+    const huge = stripeEvent('checkout.session.completed', { ...session(acme, 'pi_huge', 1000, 'paid'), padding: 'x'.repeat(300 * 1024) });
+    expect(await deliver(huge)).toMatchObject({ status: 413, body: { error: { type: 'invalid_request_error', code: 'request_too_large' } } });
     expect(await balance(acme)).toBe(27);
   });
 
