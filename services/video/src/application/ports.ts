@@ -112,7 +112,8 @@ export interface Scheduler {
 /** Billing's reservation subjects, as replies so that a 402 reaches the client unchanged. */
 export interface Billing {
   /** `expiresAt` (unix seconds): billing releases the reservation itself if it is still open then. */
-  reserve(orgId: string, videoId: string, amountMicros: number, description: string, expiresAt: number): Promise<Reply<unknown>>;
+  /** `keyId`: the API key asking, whose budget billing checks (402 key_budget_exceeded). */
+  reserve(orgId: string, videoId: string, amountMicros: number, description: string, expiresAt: number, keyId?: string): Promise<Reply<unknown>>;
   /** `usage`: the deployment that generated the video and what it cost us, recorded beside the charge. */
   capture(orgId: string, videoId: string, amountMicros: number, usage?: ServedUsage): Promise<Reply<unknown>>;
   release(orgId: string, videoId: string): Promise<Reply<unknown>>;

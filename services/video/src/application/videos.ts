@@ -362,7 +362,7 @@ export class VideoService {
     });
     if (caller.mode === 'live') {
       const description = `Video ${videoId} (${request.model}, ${request.seconds}s, ${request.size})`;
-      const reply = await this.deps.billing.reserve(caller.org_id, videoId, costMicros, description, this.reservationExpiry());
+      const reply = await this.deps.billing.reserve(caller.org_id, videoId, costMicros, description, this.reservationExpiry(), caller.key_id);
       if (!reply.ok) {
         // Any answer but a 402 leaves open whether the funds were held: release them to be sure.
         const reason = reply.error.status === 402 ? 'insufficient_quota' : 'abandoned';
