@@ -86,6 +86,7 @@ export const Subjects = {
     describeContent: 'video.content.describe',
     readContent: 'video.content.read',
     deployments: 'video.deployments.list',
+    prices: 'video.prices.list',
     ping: 'video.ping',
   },
   broadcast: {

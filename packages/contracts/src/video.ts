@@ -180,12 +180,20 @@ export const contentPolicyViolation = (message: string) =>
 const Caller = { org_id: z.string().min(1), mode: z.enum(['live', 'test']), key_id: z.string().min(1).max(100).optional() };
 const VideoRef = { org_id: z.string().min(1), video_id: z.string().min(1) };
 
+/** What a video costs, per second of each size of each model served: a form can show a video's cost before it is made. */
+export const VideoPriceListSchema = z.object({
+  object: z.literal('list'),
+  data: z.array(z.object({ model: z.string(), size: z.enum(VIDEO_SIZES), per_second: z.number().nonnegative() })),
+});
+export type VideoPriceList = z.infer<typeof VideoPriceListSchema>;
+
 export const VideoMessages = {
   create: z.object({ ...CreateVideoFields, ...Caller, idempotency_key: IdempotencyKeySchema.optional(), input_reference: VideoReferenceSchema.optional() }),
   remix: RemixVideoBody.extend({ ...Caller, ...VideoRef, idempotency_key: IdempotencyKeySchema.optional() }),
   get: z.object(VideoRef),
   list: ListVideosQuery.extend({ org_id: z.string().min(1) }),
   delete: z.object(VideoRef),
+  prices: z.object({}),
   describeContent: z.object({ ...VideoRef, variant: z.enum(VIDEO_CONTENT_VARIANTS), copy: z.enum(VIDEO_CONTENT_COPIES).default('current') }),
   readContent: z.object({
     ...VideoRef,

@@ -9,6 +9,7 @@ import { ChatSessions } from './pages/ChatSessions';
 import { Webhooks } from './pages/Webhooks';
 import { Ledger } from './pages/Ledger';
 import { Usage } from './pages/Usage';
+import { Playground } from './pages/Playground';
 import { Billing } from './pages/Billing';
 import { Organizations, OrganizationDetail } from './pages/Organizations';
 import { Providers } from './pages/Providers';
@@ -27,6 +28,7 @@ const MEMBER_PAGES = [
   { path: '/', label: 'Overview' },
   { path: '/keys', label: 'API keys' },
   { path: '/usage', label: 'Usage' },
+  { path: '/playground', label: 'Playground' },
   { path: '/videos', label: 'Videos' },
   { path: '/chat', label: 'Chat sessions' },
   { path: '/webhooks', label: 'Webhooks' },
@@ -92,6 +94,7 @@ function Shell() {
             <Route path="/" component={Overview} />
             <Route path="/keys" component={Keys} />
             <Route path="/usage" component={Usage} />
+            <Route path="/playground" component={Playground} />
             <Route path="/videos" component={Videos} />
             <Route path="/chat">{() => <ChatSessions />}</Route>
             <Route path="/chat/:id">{(p) => <ChatSessions open={p.id} />}</Route>

@@ -56,6 +56,49 @@ export async function api<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: 
   return parsed as T;
 }
 
+/**
+ * POSTs `body` and hands each Server-Sent Event's `data` to `onData` as it arrives, until `[DONE]` or the end of
+ * the stream. An answer that is not a stream (a refusal) is thrown as `ApiFailure`, as `api` does.
+ */
+export async function apiStream(path: string, body: unknown, onData: (data: unknown) => void, signal?: AbortSignal): Promise<void> {
+  let res: Response;
+  try {
+    res = await fetch(`${API}${path}`, {
+      method: 'POST',
+      headers: { accept: 'text/event-stream', 'content-type': 'application/json', 'x-csrf-token': csrfToken },
+      credentials: 'same-origin',
+      body: JSON.stringify(body),
+      ...(signal ? { signal } : {}),
+    });
+  } catch (error) {
+    if (signal?.aborted) return;
+    throw new ApiFailure(0, { type: 'network_error', code: 'network_error', message: 'The service could not be reached. Check your connection and try again.' });
+  }
+  if (!res.ok || !res.body) {
+    const parsed = (await res.json().catch(() => undefined)) as ApiErrorBody | undefined;
+    throw new ApiFailure(res.status, parsed?.error ?? { type: 'api_error', code: 'internal_error', message: `HTTP ${res.status}` });
+  }
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    buffered += value;
+    let end: number;
+    while ((end = buffered.indexOf('\n\n')) >= 0) {
+      const event = buffered.slice(0, end);
+      buffered = buffered.slice(end + 2);
+      const data = event
+        .split('\n')
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(5).trimStart())
+        .join('\n');
+      if (data === '[DONE]') return;
+      if (data !== '') onData(JSON.parse(data));
+    }
+  }
+}
+
 export const query = (params: Record<string, string | number | undefined>) => {
   const entries = Object.entries(params).filter((e): e is [string, string | number] => e[1] !== undefined);
   return entries.length === 0 ? '' : `?${new URLSearchParams(entries.map(([k, v]) => [k, String(v)]))}`;

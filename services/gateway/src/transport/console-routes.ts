@@ -9,6 +9,7 @@ import {
   SignInBody,
   Subjects,
   unwrap,
+  VideoPriceListSchema,
 } from '@oc/contracts';
 import type { Request, Response } from 'express';
 import type { ConsoleSessions } from '../application/console-sessions';
@@ -151,6 +152,18 @@ export function consoleRoutes(v1: Route[], admin: Route<'admin'>[], sessions: Co
     { ...consoleUsageRoute, who: 'member' },
     ownOrganization('GET', `${ORG}/payments`, '/console/v1/payments'),
     topUpRoute(),
+    // The playground: a chat or a video started from the console, billed as through the API.
+    asMember('GET', '/v1/models', '/console/v1/models'),
+    asMember('POST', '/v1/chat/completions', '/console/v1/chat/completions'),
+    asMember('POST', '/v1/videos', '/console/v1/videos'),
+    {
+      method: 'GET',
+      path: '/console/v1/video-prices',
+      scope: null,
+      who: 'member',
+      doc: { summary: "What a video costs per second, for each size of each model served (the playground's estimate)", response: VideoPriceListSchema },
+      handle: ({ services, headers }) => services.request(Subjects.video.prices, {}, { headers }),
+    },
     asMember('GET', '/v1/videos', '/console/v1/videos'),
     asMember('GET', '/v1/videos/:id', '/console/v1/videos/:id'),
     asMember('DELETE', '/v1/videos/:id', '/console/v1/videos/:id'),

@@ -17,6 +17,8 @@ import {
   type VideoMessage,
   type VideoRead,
   type VideoReferenceRecord,
+  type VideoPriceList,
+  type VideoSize,
   type VideoStatus,
   type DeploymentStatus,
 } from '@oc/contracts';
@@ -214,6 +216,14 @@ export class VideoService {
       store: doc.persisted ? this.deps.permanent : this.deps.temporary,
       key: fileKey({ orgId: doc.org_id, videoId: doc._id }, m.variant),
     };
+  }
+
+  /** Every model served, each of its sizes with its price per second. */
+  prices(): VideoPriceList {
+    const data = Object.entries(this.deps.prices).flatMap(([model, sizes]) =>
+      Object.entries(sizes).map(([size, per_second]) => ({ model, size: size as VideoSize, per_second })),
+    );
+    return { object: 'list', data };
   }
 
   /** The spec's models and the catalog's own: the gateway checks a model id's form only. */

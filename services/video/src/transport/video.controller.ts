@@ -58,6 +58,11 @@ export class VideoController {
     return answer(z.unknown(), p, async () => ({ object: 'list' as const, data: this.videos.deployments() }), this.unexpected);
   }
 
+  @MessagePattern(Subjects.video.prices)
+  prices(@Payload() p: unknown) {
+    return answer(VideoMessages.prices, p, async () => this.videos.prices(), this.unexpected);
+  }
+
   @MessagePattern(Subjects.video.ping)
   ping(@Payload() p: unknown) {
     return answer(z.unknown(), p, () => this.videos.ping(), this.unexpected);
