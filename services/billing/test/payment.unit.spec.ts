@@ -102,6 +102,14 @@ describe('account decider: top-ups', () => {
     expect(account.given([created, creditedEvent]).when(credit)).toEqual({ events: [] });
   });
 
+  it('remembers the entries it applied across a snapshot, so a redelivery after a reload credits nothing', () => {
+    const state = [created, creditedEvent].reduce(accountDecider.evolve, accountDecider.initialState());
+    const { snapshot } = accountDecider;
+    const reloaded = snapshot.decode(JSON.parse(JSON.stringify(snapshot.encode(state))));
+    expect(accountDecider.decide(credit, reloaded)).toEqual([]);
+    expect(availableMicros(reloaded)).toBe(20_000_000);
+  });
+
   it('debits a dispute after spend below zero, and then refuses every reservation with 402 while open ones still capture', () => {
     const open: AccountEvent = {
       type: 'FundsReserved',
