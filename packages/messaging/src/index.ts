@@ -1,6 +1,7 @@
 export * from './port';
 export { headersOf, type MessageContext } from './wire';
-export { type DrainingServerNats, natsServerStrategy, NatsServiceClient, type NatsConnectOptions } from './nats';
+export { type DrainingServerNats, natsServerStrategy, NatsServiceClient, type NatsConnectOptions, type PartitionOwner } from './nats';
+export { ORGANIZATION_PARTITIONS, ORGANIZATION_SUBJECTS, organizationPartition, ownedPartitions, partitionMembership, partitionOwner } from './partitions';
 export { InProcessBroker, InProcessServerStrategy, InProcessServiceClient } from './in-process';
 export { serveThreadClient, ThreadServiceClient } from './thread';
 export { exponentialBackoff, type EventErrorHandler, type RetryDelay } from './retry';

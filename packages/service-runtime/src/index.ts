@@ -197,7 +197,8 @@ export async function runServiceProcess<
     logger,
     replicas,
   });
-  const strategy = natsServerStrategy({ servers: config.NATS_URL, queue: service, prefix: config.NATS_PREFIX });
+  // Billing's account commands reach the replica owning the organization's partition (docs/scaling.md).
+  const strategy = natsServerStrategy({ servers: config.NATS_URL, queue: service, prefix: config.NATS_PREFIX, owner: { service, self } });
   const app = await NestFactory.createMicroservice(instance.module, { strategy, logger: false });
   if (traced) app.useGlobalInterceptors(new MessageTracingInterceptor('nats'));
   await app.listen();
