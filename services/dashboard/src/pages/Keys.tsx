@@ -3,6 +3,7 @@ import { type FormEvent, useState } from 'react';
 import { api } from '../api';
 import { perDay, when } from '../format';
 import { ConfirmButton, Empty, ErrorNote, Loading, PageHeader, SecretOnce, useLoad } from '../ui';
+import { EditKeyLimits, KeyBudget, KeyModels } from './KeyLimits';
 
 /** The days of use each key's average is over. */
 const USAGE_DAYS = 7;
@@ -62,6 +63,8 @@ export function Keys() {
                   <th scope="col" className="num">
                     Daily average ({USAGE_DAYS} days)
                   </th>
+                  <th scope="col">Models</th>
+                  <th scope="col">Spend and budget</th>
                   <th scope="col">Status</th>
                   <th scope="col">
                     <span className="visually-hidden">Actions</span>
@@ -102,10 +105,17 @@ export function Keys() {
                       <td data-label={`Daily average (${USAGE_DAYS} days)`} className="num" data-testid="requests-per-day">
                         {use.average}
                       </td>
+                      <td data-label="Models" data-testid="models">
+                        <KeyModels apiKey={key} />
+                      </td>
+                      <td data-label="Spend and budget" data-testid="budget">
+                        <KeyBudget apiKey={key} />
+                      </td>
                       <td data-label="Status">
                         <span className={`badge ${status(key)}`}>{status(key)}</span>
                       </td>
                       <td>
+                        {key.revoked_at === null && <EditKeyLimits apiKey={key} onSaved={keys.reload} />}
                         {key.revoked_at === null && (
                           <ConfirmButton
                             label="Revoke"
