@@ -24,3 +24,4 @@ export * from './providers';
 export * from './usage';
 export * from './key-access';
 export * from './key-budget';
+export * from './activity';

@@ -40,6 +40,7 @@ import {
   type OpenReservationDoc,
   type OrganizationDoc,
 } from '../projections/documents';
+import { ActivityLog } from './activity';
 import { keyBudgetView, setsAnyLimit } from './key-budgets';
 import { recordReservation } from './telemetry';
 import { UsageReports } from './usage-reports';
@@ -77,9 +78,12 @@ const EXPIRY_SWEEP_LIMIT = 500;
 const HOLDERS_LIMIT = 1_000;
 export class BillingService {
   private readonly usageReports: UsageReports;
+  /** The organization's paid requests, one by one (the console's and the admin API's activity log). */
+  readonly activity: ActivityLog;
 
   constructor(private readonly deps: BillingDeps) {
     this.usageReports = new UsageReports(deps);
+    this.activity = new ActivityLog(deps);
   }
 
   private get orgs() {

@@ -1,4 +1,5 @@
 import type { ProjectionSet } from '@oc/readmodel';
+import { activityCollections, activityProjection } from './activity';
 import { billingProjections } from './billing-projections';
 import { billingCollections } from './documents';
 import { paymentCollections, paymentsProjection } from './payments-projection';
@@ -6,6 +7,6 @@ import { usageCollections, usageProjection } from './usage';
 
 /** The billing service's read models and the projections that write them (loaded by a projection thread too). */
 export const billingReadModels: ProjectionSet = {
-  projections: [...billingProjections, usageProjection, paymentsProjection],
-  collections: [...billingCollections, ...usageCollections, ...paymentCollections],
+  projections: [...billingProjections, usageProjection, paymentsProjection, activityProjection],
+  collections: [...billingCollections, ...usageCollections, ...paymentCollections, ...activityCollections],
 };

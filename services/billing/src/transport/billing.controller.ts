@@ -1,4 +1,4 @@
-import { answer, BillingMessages, Subjects } from '@oc/contracts';
+import { ActivityMessages, ActivitySubjects, answer, BillingMessages, Subjects } from '@oc/contracts';
 import { Controller, Inject } from '@nestjs/common';
 import { MessagePattern, Payload } from '@nestjs/microservices';
 import { z } from 'zod';
@@ -126,6 +126,11 @@ export class BillingController {
   @MessagePattern(Subjects.billing.keyUsage)
   keyUsage(@Payload() p: unknown) {
     return answer(BillingMessages.keyUsage, p, (m) => this.billing.keyUsage(m), this.unexpected);
+  }
+
+  @MessagePattern(ActivitySubjects.listActivity)
+  listActivity(@Payload() p: unknown) {
+    return answer(ActivityMessages.listActivity, p, (m) => this.billing.activity.list(m), this.unexpected);
   }
 
   @MessagePattern(Subjects.billing.createMember)

@@ -25,6 +25,7 @@ import {
 import { PasswordHasher } from '../application/passwords';
 import { paymentAdminRoutes } from './payment-routes';
 import type { Route } from './routes';
+import { adminActivityRoute } from './activity-routes';
 import { adminUsageRoute } from './usage-routes';
 
 /** The operators' API under `/admin/v1`, authorized by ADMIN_TOKEN; API keys never pass here. */
@@ -201,6 +202,7 @@ export function adminRoutes(passwords: PasswordHasher = new PasswordHasher()): R
       },
     },
     adminUsageRoute,
+    adminActivityRoute,
     ...paymentAdminRoutes(),
   ];
 }

@@ -150,6 +150,7 @@ export function consoleRoutes(v1: Route[], admin: Route<'admin'>[], sessions: Co
     ownOrganization('DELETE', `${ORG}/keys/:key_id`, '/console/v1/keys/:key_id'),
     ownOrganization('GET', `${ORG}/key-usage`, '/console/v1/key-usage'),
     { ...consoleUsageRoute, who: 'member' },
+    ownOrganization('GET', `${ORG}/activity`, '/console/v1/activity'),
     ownOrganization('GET', `${ORG}/payments`, '/console/v1/payments'),
     topUpRoute(),
     // The playground: a chat or a video started from the console, billed as through the API.
