@@ -118,6 +118,12 @@ export const ListQuery = z.object({
   after: z.string().max(200).optional(),
 });
 
+/**
+ * GET /admin/v1/organizations: newest first; with `q`, the organization whose id it is and those whose name
+ * starts with it (in any case), by name.
+ */
+export const OrganizationsQuery = ListQuery.extend({ q: z.string().trim().min(1).max(200).optional() });
+
 export const OrganizationSchema = z.object({
   id: z.string(),
   object: z.literal('organization'),
@@ -128,6 +134,11 @@ export const OrganizationSchema = z.object({
   created: z.int(),
 });
 export type Organization = z.infer<typeof OrganizationSchema>;
+
+/** An organization in the operators' list, with its balance in USD: what it can spend, and what running work holds. */
+export const ListedOrganizationSchema = OrganizationSchema.extend({
+  balance: z.object({ available: z.number(), reserved: z.number() }),
+});
 
 export const BalanceSchema = z.object({
   object: z.literal('balance'),
@@ -199,7 +210,7 @@ export const HolderSchema = z.string().min(1).max(200);
 
 export const BillingMessages = {
   createOrganization: CreateOrganizationBody,
-  listOrganizations: ListQuery,
+  listOrganizations: OrganizationsQuery,
   getOrganization: z.object(OrgRef),
   updateOrganization: UpdateOrganizationBody.extend(OrgRef),
   addCredits: z.object({ ...OrgRef, amount_micros: z.int().positive(), description: z.string() }),

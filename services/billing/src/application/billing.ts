@@ -42,6 +42,7 @@ import {
 } from '../projections/documents';
 import { ActivityLog } from './activity';
 import { keyBudgetView, setsAnyLimit } from './key-budgets';
+import { searchOrganizations, withBalance } from './organization-search';
 import { recordReservation } from './telemetry';
 import { UsageReports } from './usage-reports';
 
@@ -117,8 +118,8 @@ export class BillingService {
   }
 
   async listOrganizations(m: BillingMessage<'listOrganizations'>) {
-    const page = await pageAfter(this.orgs, {}, 'created', m);
-    return { object: 'list' as const, data: page.data.map(toOrganization), has_more: page.has_more };
+    const page = m.q === undefined ? await pageAfter(this.orgs, {}, 'created', m) : await searchOrganizations(this.deps.readModels, { ...m, q: m.q });
+    return { object: 'list' as const, data: page.data.map((doc) => withBalance(toOrganization(doc), doc)), has_more: page.has_more };
   }
 
   async getOrganization(m: BillingMessage<'getOrganization'>): Promise<Organization> {

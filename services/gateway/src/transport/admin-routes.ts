@@ -5,7 +5,9 @@ import {
   CreatedApiKeySchema,
   LedgerEntrySchema,
   listOf,
+  ListedOrganizationSchema,
   OrganizationSchema,
+  OrganizationsQuery,
   CreateApiKeyBody,
   CreateMemberBody,
   CreateOrganizationBody,
@@ -23,6 +25,7 @@ import {
   usdToMicros,
 } from '@oc/contracts';
 import { PasswordHasher } from '../application/passwords';
+import { adminOrganizationWebhooksRoute } from './admin-organization-routes';
 import { paymentAdminRoutes } from './payment-routes';
 import type { Route } from './routes';
 import { adminActivityRoute } from './activity-routes';
@@ -44,9 +47,13 @@ export function adminRoutes(passwords: PasswordHasher = new PasswordHasher()): R
       method: 'GET',
       path: '/admin/v1/organizations',
       scope: null,
-      doc: { summary: 'List organizations, newest first', query: ListQuery, response: listOf(OrganizationSchema) },
+      doc: {
+        summary: 'List organizations with their balances, newest first; `q` finds one by id, or those whose name starts with it (any case), by name',
+        query: OrganizationsQuery,
+        response: listOf(ListedOrganizationSchema),
+      },
       handle: ({ services, query, headers }) =>
-        services.request(Subjects.billing.listOrganizations, parseOrThrow(ListQuery, query), { headers }),
+        services.request(Subjects.billing.listOrganizations, parseOrThrow(OrganizationsQuery, query), { headers }),
     },
     {
       method: 'GET',
@@ -185,6 +192,7 @@ export function adminRoutes(passwords: PasswordHasher = new PasswordHasher()): R
       doc: { summary: 'Remove a console member; its sessions end at once', response: MemberSchema },
       handle: ({ services, params, headers }) => services.request(Subjects.billing.removeMember, params, { headers }),
     },
+    adminOrganizationWebhooksRoute,
     {
       method: 'GET',
       path: '/admin/v1/providers',
