@@ -11,6 +11,12 @@ import { UsageDay } from './usage';
 export const ACTIVITY_STATUSES = ['held', 'charged', 'released', 'expired'] as const;
 export type ActivityStatus = (typeof ACTIVITY_STATUSES)[number];
 
+/** A UTC day that exists: `2026-02-30` is refused, not read as March. */
+const CalendarDay = UsageDay.refine((day) => {
+  const ms = Date.parse(`${day}T00:00:00Z`);
+  return Number.isFinite(ms) && new Date(ms).toISOString().startsWith(day);
+}, 'not a day of the calendar');
+
 /** Rows one page of the activity log carries at most. */
 export const ACTIVITY_MAX_LIMIT = 100;
 
@@ -23,8 +29,8 @@ export const ActivityQuery = z
     key_id: z.string().min(1).max(100).optional(),
     model: z.string().min(1).max(100).optional(),
     status: z.enum(ACTIVITY_STATUSES).optional(),
-    start: UsageDay.optional(),
-    end: UsageDay.optional(),
+    start: CalendarDay.optional(),
+    end: CalendarDay.optional(),
     limit: z.coerce.number().int().min(1).max(ACTIVITY_MAX_LIMIT).default(20),
     after: z.string().min(1).max(200).optional(),
   })
@@ -69,8 +75,8 @@ export const ActivityMessages = {
     key_id: z.string().optional(),
     model: z.string().optional(),
     status: z.enum(ACTIVITY_STATUSES).optional(),
-    start: UsageDay.optional(),
-    end: UsageDay.optional(),
+    start: CalendarDay.optional(),
+    end: CalendarDay.optional(),
     limit: z.int().min(1).max(ACTIVITY_MAX_LIMIT),
     after: z.string().optional(),
   }),
