@@ -65,7 +65,8 @@ async function listenSecret({ io }: Context): Promise<string> {
 interface Forwarded {
   event_id: string;
   type: string;
-  video_id: string;
+  /** Null for billing's events, which are about no video. */
+  video_id: string | null;
   status_code: number | null;
   duration_ms: number;
   error: string | null;
@@ -101,7 +102,7 @@ async function listen(ctx: Context, forwardTo: string, events: string | undefine
     // The body is the event as the stream carried it, which is what a delivery's body is.
     if (request.body !== raw) throw new CliError(`event ${envelope.id} did not survive parsing unchanged; not forwarded`);
     const started = performance.now();
-    const outcome: Forwarded = { event_id: envelope.id, type: envelope.type, video_id: envelope.data.id, status_code: null, duration_ms: 0, error: null };
+    const outcome: Forwarded = { event_id: envelope.id, type: envelope.type, video_id: envelope.data.object === 'video' ? envelope.data.id : null, status_code: null, duration_ms: 0, error: null };
     try {
       const response = await io.fetch(forwardTo, {
         method: 'POST',
@@ -121,7 +122,7 @@ async function listen(ctx: Context, forwardTo: string, events: string | undefine
     if (json) io.stdout.write(`${JSON.stringify(outcome)}\n`);
     else {
       const answer = outcome.error ? `failed: ${outcome.error}` : `${outcome.status_code}`;
-      io.stdout.write(`${time(nowSeconds)}  ${envelope.type.padEnd(16)}  ${envelope.id}  ${envelope.data.id}  → ${answer} (${outcome.duration_ms} ms)\n`);
+      io.stdout.write(`${time(nowSeconds)}  ${envelope.type.padEnd(16)}  ${envelope.id}  ${outcome.video_id ?? envelope.data.object}  → ${answer} (${outcome.duration_ms} ms)\n`);
     }
   };
 

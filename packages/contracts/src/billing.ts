@@ -22,6 +22,7 @@ export type ServedUsage = z.infer<typeof ServedUsageSchema>;
 import { UsageQuery, USAGE_GROUPS } from './providers';
 import { ConsoleUsageQuery, KEY_USAGE_GROUPS } from './usage';
 import { PaymentEvents } from './payments';
+import { BillingAlertEvents, OrganizationAlertsSchema } from './billing-alerts';
 import { AllowedModelsSchema, UpdateApiKeyMessage } from './key-access';
 import { KeyBudgetBody, KeyBudgetMicrosSchema, KeyBudgetSchema, KeySpendSchema } from './key-budget';
 import { ScopeSchema } from './scopes';
@@ -131,6 +132,8 @@ export const OrganizationSchema = z.object({
   tier: TierSchema,
   /** The figures that apply: the tier's, or an enterprise organization's custom ones. */
   limits: OrganizationLimitsSchema,
+  /** Its monthly budget with alert thresholds, and its low-balance alert. */
+  alerts: OrganizationAlertsSchema,
   created: z.int(),
 });
 export type Organization = z.infer<typeof OrganizationSchema>;
@@ -339,7 +342,7 @@ export const ReservationSchema = z.object({
  * The stream categories billing writes (`account-<org_id>`, `apikey-<key_id>`, `member-<hash of the email>`,
  * `consolesession-<session_id>`): its outbox relay publishes these only.
  */
-export const BillingStreams = { account: 'account', apiKey: 'apikey', member: 'member', consoleSession: 'consolesession', payment: 'payment' } as const;
+export const BillingStreams = { account: 'account', apiKey: 'apikey', member: 'member', consoleSession: 'consolesession', payment: 'payment', alerts: 'billingalerts' } as const;
 
 export const BillingEvents = {
   OrganizationCreated: z.object({ org_id: z.string(), name: z.string(), tier: TierSchema, created: z.int() }),
@@ -437,6 +440,7 @@ export const BillingEvents = {
   }),
   ConsoleSessionEnded: z.object({ session_id: z.string(), ended_at: z.int() }),
   ...PaymentEvents,
+  ...BillingAlertEvents,
 } as const;
 
 export type BillingEventType = keyof typeof BillingEvents;

@@ -31,11 +31,16 @@ export const VideoNotifications = {
 export type VideoNotificationType = keyof typeof VideoNotifications;
 export type VideoNotification = z.infer<typeof notification>;
 
-/** Webhook event types, and the video-stream event each one is made from. */
-export const WEBHOOK_EVENT_TYPES = ['video.processing', 'video.completed', 'video.failed'] as const;
+/** Video event types: what an event stream opened without `events` carries (it did before there were others). */
+export const VIDEO_WEBHOOK_EVENT_TYPES = ['video.processing', 'video.completed', 'video.failed'] as const;
+/** Billing's event types: only an endpoint or stream that names them in `events` receives them. */
+export const BILLING_WEBHOOK_EVENT_TYPES = ['balance.low', 'billing.budget_threshold', 'billing.payment_succeeded', 'billing.payment_failed'] as const;
+export const WEBHOOK_EVENT_TYPES = [...VIDEO_WEBHOOK_EVENT_TYPES, ...BILLING_WEBHOOK_EVENT_TYPES] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+export type VideoWebhookEventType = (typeof VIDEO_WEBHOOK_EVENT_TYPES)[number];
+export type BillingWebhookEventType = (typeof BILLING_WEBHOOK_EVENT_TYPES)[number];
 
-export const WEBHOOK_TYPE_OF: Record<VideoNotificationType, WebhookEventType> = {
+export const WEBHOOK_TYPE_OF: Record<VideoNotificationType, VideoWebhookEventType> = {
   VideoProcessing: 'video.processing',
   VideoCompleted: 'video.completed',
   VideoFailed: 'video.failed',

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { listOf } from './billing';
-import { VideoEventDataSchema, WEBHOOK_EVENT_TYPES } from './video-events';
+import { BalanceLowDataSchema, BudgetThresholdDataSchema, PaymentEventDataSchema } from './billing-alerts';
+import { VIDEO_WEBHOOK_EVENT_TYPES, VideoEventDataSchema, WEBHOOK_EVENT_TYPES } from './video-events';
 
 // ---------- HTTP bodies of /v1/webhooks ----------
 
@@ -146,17 +147,20 @@ export type Delivery = z.infer<typeof DeliverySchema>;
 
 // ---------- The event a receiver gets ----------
 
-export const WebhookEnvelopeSchema = z.object({
-  id: z.string(),
-  type: WebhookEventTypeSchema,
-  created: z.int(),
-  data: VideoEventDataSchema,
-});
+/** The spec's envelope, its fields in the spec's order; `data` a video for video events, for billing's the object each type names. */
+const envelope = <T extends z.ZodType, D extends z.ZodType>(type: T, data: D) => z.object({ id: z.string(), type, created: z.int(), data });
+
+export const WebhookEnvelopeSchema = z.discriminatedUnion('type', [
+  envelope(z.enum(VIDEO_WEBHOOK_EVENT_TYPES), VideoEventDataSchema),
+  envelope(z.literal('billing.budget_threshold'), BudgetThresholdDataSchema),
+  envelope(z.literal('balance.low'), BalanceLowDataSchema),
+  envelope(z.enum(['billing.payment_succeeded', 'billing.payment_failed']), PaymentEventDataSchema),
+]);
 export type WebhookEnvelope = z.infer<typeof WebhookEnvelopeSchema>;
 
 // ---------- The event stream (`GET /v1/webhooks/events/stream`) ----------
 
-/** Query of the event stream: which event types to receive, comma-separated; every type when absent. */
+/** Query of the event stream: which event types to receive, comma-separated; the video events when absent. */
 export const EventStreamQuery = z.object({
   events: z
     .string()

@@ -1,15 +1,17 @@
 import { type Clock, type IdSource, type Replicas, repeatByClock } from '@oc/contracts';
 import { CommandHandler, type EventStore, type SnapshotStore } from '@oc/eventstore';
-import type { ServiceClient } from '@oc/messaging';
+import type { DurableEventBus, ServiceClient } from '@oc/messaging';
 import { projectInThisThread, type ProjectorFactory, type ReadModelStore, readLatest, readYourWrites } from '@oc/readmodel';
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import { billingReadModels } from './projections';
 import { broadcastNotifier } from './adapters/gateway-notifier';
+import { ALERT_TRIGGERS, ALERTS_CONSUMER, AlertsService } from './application/alerts';
 import { BillingService } from './application/billing';
 import { PaymentsService } from './application/payments';
 import { stripePayments } from './adapters/stripe';
 import { type PaymentSettings, paymentSettings } from './config';
+import { ALERTS_SERVICE, AlertsController } from './transport/alerts.controller';
 import { BILLING_SERVICE, BillingController, LOGGER } from './transport/billing.controller';
 import { PAYMENTS_SERVICE, PaymentsController } from './transport/payments.controller';
 
@@ -36,6 +38,11 @@ export interface BillingRuntime {
   callersInProcess?: boolean;
   /** Top-ups with Stripe (`paymentSettings` of the STRIPE_* and TOPUP_* variables); without a key, top-up is off. */
   payments?: PaymentSettings;
+  /**
+   * Where billing's own events come back to it, for the alerts' process manager: JetStream over NATS, the event
+   * store embedded. Without it no alert is decided (settings are still kept).
+   */
+  bus?: DurableEventBus;
 }
 
 /** How often expired reservations are looked for (by the injected clock). */
@@ -43,13 +50,14 @@ export const RESERVATION_SWEEP_MS = 15_000;
 
 @Module({})
 export class BillingModule {
-  static register(service: BillingService, payments: PaymentsService, logger: Logger): DynamicModule {
+  static register(service: BillingService, payments: PaymentsService, alerts: AlertsService, logger: Logger): DynamicModule {
     return {
       module: BillingModule,
-      controllers: [BillingController, PaymentsController],
+      controllers: [BillingController, PaymentsController, AlertsController],
       providers: [
         { provide: BILLING_SERVICE, useValue: service },
         { provide: PAYMENTS_SERVICE, useValue: payments },
+        { provide: ALERTS_SERVICE, useValue: alerts },
         { provide: LOGGER, useValue: logger },
       ],
     };
@@ -92,6 +100,15 @@ export async function createBilling(runtime: BillingRuntime) {
     bounds: settings.bounds,
     ...(settings.stripe ? { provider: stripePayments(settings.stripe, runtime.logger) } : {}),
   });
+  const alerts = new AlertsService({
+    commands,
+    readModels,
+    store: runtime.readModels,
+    projections,
+    clock: runtime.clock,
+    logger: runtime.logger,
+  });
+  const alertConsumer = await runtime.bus?.consume(ALERTS_CONSUMER, { service: 'billing', types: ALERT_TRIGGERS }, (event) => alerts.handle(event));
   const expiry = repeatByClock(
     runtime.clock,
     RESERVATION_SWEEP_MS,
@@ -104,8 +121,10 @@ export async function createBilling(runtime: BillingRuntime) {
   return {
     service,
     payments,
-    module: BillingModule.register(service, payments, runtime.logger),
+    alerts,
+    module: BillingModule.register(service, payments, alerts, runtime.logger),
     async close() {
+      await alertConsumer?.stop();
       await expiry.stop();
       await projections.stop();
     },

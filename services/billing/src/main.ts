@@ -1,5 +1,6 @@
 import { telemetry } from './telemetry';
 import { configFromEnv, sortableIds, systemClock } from '@oc/contracts';
+import { JetStreamEventBus } from '@oc/messaging';
 import { runServiceProcess } from '@oc/service-runtime';
 import pkg from '../package.json' with { type: 'json' };
 import { createBilling } from './app';
@@ -14,7 +15,7 @@ await runServiceProcess({
   version: pkg.version,
   config,
   telemetry,
-  create: ({ eventStore, snapshots, readModels, projector, client, logger, replicas }) =>
+  create: ({ eventStore, snapshots, readModels, projector, client, nc, logger, replicas }) =>
     createBilling({
       eventStore,
       snapshots,
@@ -26,5 +27,7 @@ await runServiceProcess({
       logger,
       replicas,
       payments: paymentSettings(config),
+      // The alerts' process manager: billing's own events, once per deployment, through a JetStream durable consumer.
+      bus: new JetStreamEventBus(nc, { prefix: config.NATS_PREFIX, ackWaitMs: 15_000 }),
     }),
 });

@@ -10,7 +10,7 @@ import {
   Subjects,
   unwrap,
   type WebhookEnvelope,
-  type WebhookEventType,
+  type VideoWebhookEventType,
   WebhookMessages,
 } from '@oc/contracts';
 import { openSqliteStores } from '@oc/eventstore';
@@ -109,7 +109,7 @@ afterAll(() => closeAll());
 
 let sequence = 0;
 /** What the webhook service does with each video event it consumes. */
-function emit(orgId: string, type: WebhookEventType = 'video.completed', prompt = 'A paper boat drifting down a rainy street'): WebhookEnvelope {
+function emit(orgId: string, type: VideoWebhookEventType = 'video.completed', prompt = 'A paper boat drifting down a rainy street'): WebhookEnvelope {
   const n = ++sequence;
   const envelope: WebhookEnvelope = {
     id: `evt_${String(n).padStart(8, '0')}`,

@@ -111,6 +111,8 @@ export async function startStandalone(options: StandaloneOptions) {
   const gateway = await startGatewayThread({ broker, clock, config, adminToken: admin.token, version, logger });
   const url = `http://127.0.0.1:${gateway.port}`;
 
+  // One shared log in this mode: billing's alerts and the webhook service read events straight from it.
+  const bus = new EventStoreEventBus({ eventStores: { billing: stores.store, video: stores.store }, checkpoints: stores.checkpoints });
   const webhookKey = await resolveSecretKey(join(config.DATA_DIR, 'webhook-secret-key'), config.WEBHOOK_SECRET_KEY);
   // Built side by side: each catches its read models up on its own files and worker threads.
   const built = await Promise.all([
@@ -125,6 +127,7 @@ export async function startStandalone(options: StandaloneOptions) {
       logger: logger.child({ service: 'billing' }),
       callersInProcess: true,
       payments: paymentSettings(config),
+      bus,
     }),
     createChat({
       eventStore,
@@ -153,8 +156,7 @@ export async function startStandalone(options: StandaloneOptions) {
       snapshots,
       readModels: readModels('webhook'),
       projector,
-      // One shared log in this mode: the webhook service reads video events straight from it.
-      bus: new EventStoreEventBus({ eventStores: { video: stores.store }, checkpoints: stores.checkpoints }),
+      bus,
       client,
       clock,
       ids,

@@ -9,6 +9,7 @@ import { webhookReadModels } from './projections';
 import { type DestinationRules, type ResolveHost, resolveWithDns } from './adapters/destinations';
 import { HttpWebhookSender } from './adapters/http-sender';
 import { SecretBox } from './adapters/secret-box';
+import { BILLING_NOTIFICATIONS, billingWebhookEventOf } from './application/billing-events';
 import { Deliveries, type DeliveryPolicy, webhookEventOf } from './application/deliveries';
 import { EventFeed } from './application/event-feed';
 import { systemTimers, type Timers } from './application/scheduler';
@@ -53,7 +54,9 @@ export interface WebhookRuntime {
    * the same order; absent (one process), from the durable consumer's handler.
    */
   followVideoEvents?: (handler: (event: StoredEvent) => void) => Promise<Subscription>;
-  /** Defaults to VIDEO_EVENTS_CONSUMER. */
+  /** As `followVideoEvents`, for billing's alerts and payment outcomes. */
+  followBillingEvents?: (handler: (event: StoredEvent) => void) => Promise<Subscription>;
+  /** Defaults to VIDEO_EVENTS_CONSUMER; billing's events are consumed under this name with `-billing` added. */
   consumerName?: string;
   clock: Clock;
   ids: IdSource;
@@ -179,6 +182,22 @@ export async function createWebhook(runtime: WebhookRuntime) {
     { service: 'video', types: Object.keys(VideoNotifications) },
     onVideoEvent,
   );
+  // Billing's events become deliveries the same way, through a durable consumer of their own.
+  const onBillingEvent = async (event: StoredEvent) => {
+    const webhookEvent = billingWebhookEventOf(event, logger);
+    if (!webhookEvent) return;
+    if (!runtime.followBillingEvents) feed.publish(webhookEvent);
+    await deliveries.deliver(webhookEvent, causedBy(event));
+  };
+  const followingBilling = await runtime.followBillingEvents?.((event) => {
+    const webhookEvent = billingWebhookEventOf(event, logger);
+    if (webhookEvent) feed.publish(webhookEvent);
+  });
+  const billingConsumer = await runtime.bus.consume(
+    `${runtime.consumerName ?? VIDEO_EVENTS_CONSUMER}-billing`,
+    { service: 'billing', types: BILLING_NOTIFICATIONS },
+    onBillingEvent,
+  );
   const takeovers = replicas.shared
     ? repeatByClock(
         runtime.clock,
@@ -200,7 +219,9 @@ export async function createWebhook(runtime: WebhookRuntime) {
     async close() {
       await takeovers?.stop();
       await following?.stop();
+      await followingBilling?.stop();
       await consumer.stop();
+      await billingConsumer.stop();
       await deliveries.stop();
       sender.close();
       await projections.stop();

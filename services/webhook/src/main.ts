@@ -6,6 +6,7 @@ import { runServiceProcess } from '@oc/service-runtime';
 import pkg from '../package.json' with { type: 'json' };
 import { resolveSecretKey } from './adapters/secret-box';
 import { createWebhook } from './app';
+import { BILLING_NOTIFICATIONS } from './application/billing-events';
 import { webhookMode, webhookModeLine, webhookSettings } from './config';
 import { webhookProcessChecks, webhookProcessConfig } from './process-config';
 
@@ -36,6 +37,7 @@ await runServiceProcess({
       projector,
       bus,
       followVideoEvents: (handler) => bus.follow({ service: 'video', types: Object.keys(VideoNotifications) }, handler),
+      followBillingEvents: (handler) => bus.follow({ service: 'billing', types: BILLING_NOTIFICATIONS }, handler),
       client,
       consumerName: config.WEBHOOK_CONSUMER,
       clock: systemClock,

@@ -1,10 +1,10 @@
-import type { StreamedEvent, WebhookEnvelope, WebhookEventType } from '@oc/contracts';
+import type { StreamedEvent, VideoWebhookEventType, WebhookEnvelope } from '@oc/contracts';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { EventFeed } from '../src/application/event-feed';
 import { completedVideo } from './support';
 
-const envelope = (n: number, type: WebhookEventType = 'video.completed'): WebhookEnvelope => ({
+const envelope = (n: number, type: VideoWebhookEventType = 'video.completed'): WebhookEnvelope => ({
   id: `evt_${n}`,
   type,
   created: 1_767_225_600 + n,

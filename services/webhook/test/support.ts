@@ -198,7 +198,7 @@ export async function startInProcess(settings: WebhookSettings, options: { logge
     createWebhook({
       eventStore: stores.store,
       readModels: new SqliteReadModelStore({ filename: ':memory:' }),
-      bus: new EventStoreEventBus({ eventStores: { video: stores.store }, checkpoints: stores.checkpoints }),
+      bus: new EventStoreEventBus({ eventStores: { video: stores.store, billing: stores.store }, checkpoints: stores.checkpoints }),
       client: options.client ?? { broadcast: async () => {} },
       clock,
       ids: { next: (prefix) => `${prefix}${++seq}${Math.random().toString(36).slice(2, 8)}` },

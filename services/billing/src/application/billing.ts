@@ -8,6 +8,7 @@ import {
   type CreatedApiKey,
   type DailySpend,
   DEFAULT_KEY_RATE_LIMIT_PER_MINUTE,
+  DEFAULT_BUDGET_THRESHOLDS,
   DomainError,
   effectiveLimits,
   type IdSource,
@@ -28,6 +29,7 @@ import { accountDecider, type AccountCommand, accountStream } from '../domain/ac
 import { apiKeyDecider, type ApiKeyCommand, apiKeyStream } from '../domain/api-key';
 import { consoleSessionDecider, consoleSessionStream } from '../domain/console-session';
 import { memberDecider, memberStream } from '../domain/member';
+import { AlertCollections, type AlertSettingsDoc } from '../projections/alerts-projection';
 import { utcDay } from '../projections/billing-projections';
 import {
   type ApiKeyDoc,
@@ -114,22 +116,31 @@ export class BillingService {
   async createOrganization(m: BillingMessage<'createOrganization'>): Promise<Organization> {
     const orgId = this.deps.ids.next('org_');
     await this.account({ type: 'CreateOrganization', orgId, name: m.name, tier: m.tier, now: unixSeconds(this.deps.clock.now()) });
-    return toOrganization(await this.organizationDoc(orgId));
+    return (await this.withAlerts([await this.organizationDoc(orgId)]))[0]!;
   }
 
   async listOrganizations(m: BillingMessage<'listOrganizations'>) {
     const page = m.q === undefined ? await pageAfter(this.orgs, {}, 'created', m) : await searchOrganizations(this.deps.readModels, { ...m, q: m.q });
-    return { object: 'list' as const, data: page.data.map((doc) => withBalance(toOrganization(doc), doc)), has_more: page.has_more };
+    const organizations = await this.withAlerts(page.data);
+    return { object: 'list' as const, data: organizations.map((o, i) => withBalance(o, page.data[i]!)), has_more: page.has_more };
   }
 
   async getOrganization(m: BillingMessage<'getOrganization'>): Promise<Organization> {
-    return toOrganization(await this.organizationDoc(m.org_id));
+    return (await this.withAlerts([await this.organizationDoc(m.org_id)]))[0]!;
+  }
+
+  /** The organizations with their alert settings (kept apart, on their own stream; absent until first set). */
+  private async withAlerts(docs: OrganizationDoc[]): Promise<Organization[]> {
+    const ids = docs.map((d) => d._id);
+    const settings = ids.length === 0 ? [] : await this.deps.readModels.collection<AlertSettingsDoc>(AlertCollections.alertSettings).find({ _id: { $in: ids } });
+    const byOrg = new Map(settings.map((s) => [s._id, s]));
+    return docs.map((doc) => toOrganization(doc, byOrg.get(doc._id)));
   }
 
   async updateOrganization(m: BillingMessage<'updateOrganization'>): Promise<Organization> {
     const { events } = await this.account({ type: 'UpdateOrganization', orgId: m.org_id, tier: m.tier, limits: m.limits });
     if (events.length > 0) await this.deps.notifier.organizationChanged(m.org_id);
-    return toOrganization(await this.organizationDoc(m.org_id));
+    return this.getOrganization(m);
   }
 
   async addCredits(m: BillingMessage<'addCredits'>): Promise<Balance> {
@@ -478,12 +489,17 @@ export class BillingService {
   }
 }
 
-const toOrganization = (doc: OrganizationDoc): Organization => ({
+const toOrganization = (doc: OrganizationDoc, alerts: AlertSettingsDoc | undefined): Organization => ({
   id: doc._id,
   object: 'organization',
   name: doc.name,
   tier: doc.tier,
   limits: effectiveLimits(doc.tier, doc.custom_limits),
+  alerts: {
+    monthly_budget: alerts?.monthly_budget_micros == null ? null : microsToUsd(alerts.monthly_budget_micros),
+    budget_thresholds: alerts?.budget_thresholds ?? [...DEFAULT_BUDGET_THRESHOLDS],
+    low_balance: alerts?.low_balance_micros == null ? null : microsToUsd(alerts.low_balance_micros),
+  },
   created: doc.created,
 });
 

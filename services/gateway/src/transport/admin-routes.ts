@@ -1,5 +1,8 @@
 import {
   AddCreditsBody,
+  BillingAlertSubjects,
+  OrganizationAlertsValidationCodes,
+  UpdateOrganizationAlertsBody,
   ApiKeySchema,
   BalanceSchema,
   CreatedApiKeySchema,
@@ -77,6 +80,30 @@ export function adminRoutes(passwords: PasswordHasher = new PasswordHasher()): R
           { ...parseOrThrow(UpdateOrganizationBody, body), org_id: params.org_id },
           { headers },
         ),
+    },
+    {
+      method: 'PATCH',
+      path: `${org}/alerts`,
+      scope: null,
+      doc: {
+        summary: "Set an organization's monthly budget with its alert thresholds, and its low-balance alert (USD; null turns one off)",
+        request: UpdateOrganizationAlertsBody,
+        response: OrganizationSchema,
+      },
+      handle: ({ services, params, body, headers }) => {
+        const alerts = parseOrThrow(UpdateOrganizationAlertsBody, body, OrganizationAlertsValidationCodes);
+        const micros = (usd: number | null | undefined) => (usd === undefined ? undefined : usd === null ? null : usdToMicros(usd));
+        return services.request(
+          BillingAlertSubjects.updateOrganizationAlerts,
+          {
+            org_id: params.org_id,
+            monthly_budget_micros: micros(alerts.monthly_budget),
+            budget_thresholds: alerts.budget_thresholds,
+            low_balance_micros: micros(alerts.low_balance),
+          },
+          { headers },
+        );
+      },
     },
     {
       method: 'POST',

@@ -133,6 +133,7 @@ export function consoleRoutes(v1: Route[], admin: Route<'admin'>[], sessions: Co
 
   const member: ConsoleRoute[] = [
     ownOrganization('GET', ORG, '/console/v1/organization'),
+    ownOrganization('PATCH', `${ORG}/alerts`, '/console/v1/organization/alerts'),
     ownOrganization('GET', `${ORG}/balance`, '/console/v1/balance'),
     ownOrganization('GET', `${ORG}/spend`, '/console/v1/spend'),
     ownOrganization('GET', `${ORG}/ledger`, '/console/v1/ledger'),

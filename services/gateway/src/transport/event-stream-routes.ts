@@ -14,7 +14,7 @@ import {
   StreamedEventSchema,
   Subjects,
   unixSeconds,
-  WEBHOOK_EVENT_TYPES,
+  VIDEO_WEBHOOK_EVENT_TYPES,
   type WebhookEnvelope,
   WebhookEnvelopeSchema,
   type WebhookEventType,
@@ -77,7 +77,8 @@ export function eventStreamRoute(options: EventStreamOptions = {}): Route {
       const orgId = ctx.principal.org_id;
       if (!open.enter(orgId)) throw rateLimited(1, `${open.max} event streams per organization on this gateway`);
       try {
-        return await stream(ctx, options, events, after);
+        // Without `events`, the video events it carried before billing's existed: those are asked for by name.
+        return await stream(ctx, options, events ?? [...VIDEO_WEBHOOK_EVENT_TYPES], after);
       } finally {
         open.leave(orgId);
       }
@@ -98,7 +99,7 @@ function lastEventId(ctx: RouteContext): string | undefined {
 async function stream(
   ctx: RouteContext,
   options: EventStreamOptions,
-  types: WebhookEventType[] | undefined,
+  types: WebhookEventType[],
   after: string | undefined,
 ): Promise<Reply<unknown> | void> {
   const { services, principal, res } = ctx;
@@ -107,7 +108,7 @@ async function stream(
   const keyHash = createHash('sha256')
     .update(/^Bearer +(\S+)$/i.exec(ctx.req.headers.authorization ?? '')?.[1] ?? '')
     .digest('hex');
-  const wanted = (envelope: WebhookEnvelope) => !types || types.includes(envelope.type);
+  const wanted = (envelope: WebhookEnvelope) => types.includes(envelope.type);
   const subscriptions: Subscription[] = [];
   const timers: NodeJS.Timeout[] = [];
   const cleanups: (() => void)[] = [];
@@ -131,7 +132,7 @@ async function stream(
     if (listener.refusal) throw listener.refusal;
 
     listener.start();
-    const ready: EventStreamReady = { object: 'webhook_event_stream', organization_id: orgId, events: types ?? [...WEBHOOK_EVENT_TYPES], resumed_after: after ?? null };
+    const ready: EventStreamReady = { object: 'webhook_event_stream', organization_id: orgId, events: types, resumed_after: after ?? null };
     listener.control('ready', ready);
     if (!page.data.found) {
       listener.control('gap', {

@@ -12,6 +12,8 @@ import {
   type TestDeliveryResult,
   unixSeconds,
   type VideoEventData,
+  type VideoWebhookEventType,
+  type WebhookEnvelope,
   type Webhook,
   type WebhookEventType,
   type WebhookMessage,
@@ -232,12 +234,7 @@ export class WebhookService {
       throw new DomainError({ kind: 'NotFound', resource: 'webhook', id: m.webhook_id });
     }
     const nowSeconds = unixSeconds(this.deps.clock.now());
-    const envelope = {
-      id: webhookEventId(`test${this.deps.ids.next('')}`),
-      type: m.event_type,
-      created: nowSeconds,
-      data: fakeVideo(m.event_type, nowSeconds),
-    };
+    const envelope = fakeEnvelope(webhookEventId(`test${this.deps.ids.next('')}`), m.event_type, nowSeconds, m.org_id);
     const request = signedRequest(state.url, envelope, signingSecrets(state, this.deps.secrets, nowSeconds), nowSeconds, 1, this.deps.userAgent);
     const outcome = await this.deps.sender.send(request);
     if (outcome.success) {
@@ -357,7 +354,27 @@ const toAttempt = (doc: AttemptDoc): DeliveryAttempt => ({
 });
 
 /** What the test operation sends: the shape of a real event of that type, plainly marked as a test. */
-function fakeVideo(type: WebhookEventType, now: number): VideoEventData {
+function fakeEnvelope(id: string, type: WebhookEventType, now: number, orgId: string): WebhookEnvelope {
+  const organization_id = orgId;
+  switch (type) {
+    case 'billing.budget_threshold':
+      return {
+        id,
+        type,
+        created: now,
+        data: { object: 'budget_alert', organization_id, month: new Date(now * 1000).toISOString().slice(0, 7), threshold: 50, monthly_budget: 100, spent: 50, currency: 'usd' },
+      };
+    case 'balance.low':
+      return { id, type, created: now, data: { object: 'balance_alert', organization_id, balance: 4.5, low_balance: 5, currency: 'usd' } };
+    case 'billing.payment_succeeded':
+    case 'billing.payment_failed':
+      return { id, type, created: now, data: { object: 'payment', id: 'pi_test', organization_id, amount: 20, currency: 'usd' } };
+    default:
+      return { id, type, created: now, data: fakeVideo(type, now) };
+  }
+}
+
+function fakeVideo(type: VideoWebhookEventType, now: number): VideoEventData {
   const base = {
     id: 'video_test',
     object: 'video' as const,
