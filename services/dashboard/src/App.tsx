@@ -8,6 +8,7 @@ import { Videos } from './pages/Videos';
 import { ChatSessions } from './pages/ChatSessions';
 import { Webhooks } from './pages/Webhooks';
 import { Ledger } from './pages/Ledger';
+import { Activity } from './pages/Activity';
 import { Usage } from './pages/Usage';
 import { Playground } from './pages/Playground';
 import { Billing } from './pages/Billing';
@@ -28,6 +29,7 @@ const MEMBER_PAGES = [
   { path: '/', label: 'Overview' },
   { path: '/keys', label: 'API keys' },
   { path: '/usage', label: 'Usage' },
+  { path: '/activity', label: 'Activity' },
   { path: '/playground', label: 'Playground' },
   { path: '/videos', label: 'Videos' },
   { path: '/chat', label: 'Chat sessions' },
@@ -94,6 +96,7 @@ function Shell() {
             <Route path="/" component={Overview} />
             <Route path="/keys" component={Keys} />
             <Route path="/usage" component={Usage} />
+            <Route path="/activity" component={Activity} />
             <Route path="/playground" component={Playground} />
             <Route path="/videos" component={Videos} />
             <Route path="/chat">{() => <ChatSessions />}</Route>
