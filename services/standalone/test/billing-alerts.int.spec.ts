@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -11,6 +12,11 @@ import { expectConformance } from './conformance';
 const ADMIN_TOKEN = 'billing-alerts-admin-token-0123456789';
 const PASSWORD = 'correct horse battery staple';
 const CHAT = { model: 'chat-2', messages: [{ role: 'user', content: 'Name one vegetable.' }], max_tokens: 8 };
+const STRIPE_WEBHOOK_SECRET = 'whsec_test_fake_secret_0123456789';
+// The official SDK is a dependency of billing: the test signs Stripe's deliveries with its helper.
+const { webhooks } = createRequire(new URL('../../billing/package.json', import.meta.url))('stripe') as {
+  webhooks: { generateTestHeaderString(opts: { payload: string; secret: string }): string };
+};
 
 /** An organization's monthly budget and low-balance alerts, set over HTTP and delivered as signed webhook events. */
 describe('organization budget and billing alerts', () => {
@@ -53,6 +59,8 @@ describe('organization budget and billing alerts', () => {
         CHAT_SIMULATOR_WORD_DELAY_MS: '1',
         WEBHOOK_MODE: 'development',
         WEBHOOK_ALLOW_PRIVATE: '1',
+        STRIPE_SECRET_KEY: 'sk_test_fake_0123456789abcdef',
+        STRIPE_WEBHOOK_SECRET,
       }),
     });
     orgId = (await admin('POST', '/organizations', { name: 'acme', tier: 'standard' })).body.id;
@@ -149,5 +157,50 @@ describe('organization budget and billing alerts', () => {
     await vi.waitFor(() => expect(subscribed.receiver.received).toHaveLength(3), { timeout: 10_000, interval: 20 });
     expect(bodies(subscribed.receiver)[2]).toMatchObject({ type: 'billing.budget_threshold', data: { threshold: 80 } });
     expect(bodies(lowOnly.receiver)).toHaveLength(1);
+  });
+
+  it('delivers billing.payment_succeeded and billing.payment_failed from Stripe top-ups, once each', async () => {
+    const payments = await hook(['billing.payment_succeeded', 'billing.payment_failed']);
+    let n = 0;
+    const stripe = async (type: string, paymentIntent: string, cents: number, paid: boolean) => {
+      const payload = JSON.stringify({
+        id: `evt_test_${++n}`,
+        object: 'event',
+        api_version: '2025-09-30.clover',
+        created: Math.floor(Date.now() / 1000),
+        data: {
+          object: {
+            id: `cs_test_${paymentIntent}`,
+            object: 'checkout.session',
+            amount_total: cents,
+            currency: 'usd',
+            client_reference_id: orgId,
+            mode: 'payment',
+            payment_intent: paymentIntent,
+            payment_status: paid ? 'paid' : 'unpaid',
+            status: 'complete',
+          },
+        },
+        livemode: false,
+        pending_webhooks: 1,
+        request: { id: null, idempotency_key: null },
+        type,
+      });
+      const res = await fetch(`${app.url}/webhooks/stripe`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'stripe-signature': webhooks.generateTestHeaderString({ payload, secret: STRIPE_WEBHOOK_SECRET }) },
+        body: payload,
+      });
+      expect(res.status).toBe(200);
+    };
+    await stripe('checkout.session.completed', 'pi_paid', 2_500, true);
+    await stripe('checkout.session.completed', 'pi_paid', 2_500, true);
+    await stripe('checkout.session.completed', 'pi_bank', 4_000, false);
+    await stripe('checkout.session.async_payment_failed', 'pi_bank', 4_000, false);
+    await vi.waitFor(() => expect(payments.receiver.received).toHaveLength(2), { timeout: 10_000, interval: 20 });
+    expect(bodies(payments.receiver).map((b) => [b.type, b.data]).sort(([a], [b]) => String(a).localeCompare(String(b)))).toEqual([
+      ['billing.payment_failed', { object: 'payment', id: 'pi_bank', organization_id: orgId, amount: 40, currency: 'usd' }],
+      ['billing.payment_succeeded', { object: 'payment', id: 'pi_paid', organization_id: orgId, amount: 25, currency: 'usd' }],
+    ]);
   });
 });
