@@ -157,7 +157,11 @@ export function adminRoutes(passwords: PasswordHasher = new PasswordHasher()): R
       method: 'PATCH',
       path: `${org}/keys/:key_id`,
       scope: null,
-      doc: { summary: "Rename an API key or change the models it may use, effective on the next request", request: UpdateApiKeyBody, response: ApiKeySchema },
+      doc: {
+        summary: 'Rename an API key, change the models it may use or its budget (USD per UTC day, month, all time), effective on the next request',
+        request: UpdateApiKeyBody,
+        response: ApiKeySchema,
+      },
       handle: ({ services, params, body, headers }) =>
         services.request(Subjects.billing.updateApiKey, { ...parseOrThrow(UpdateApiKeyBody, body), org_id: params.org_id, key_id: params.key_id }, { headers }),
     },
