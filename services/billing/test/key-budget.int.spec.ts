@@ -1,12 +1,16 @@
 import 'reflect-metadata';
 import { type ApiKey, ManualClock, sortableIds, Subjects, type Reply } from '@oc/contracts';
-import { openSqliteStores } from '@oc/eventstore';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openSqliteStores, SqliteSnapshotStore } from '@oc/eventstore';
 import { InProcessBroker, InProcessServerStrategy, InProcessServiceClient, type ServiceClient } from '@oc/messaging';
 import { SqliteReadModelStore } from '@oc/readmodel';
 import { createLogger } from '@oc/telemetry';
 import { NestFactory } from '@nestjs/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBilling } from '../src/app';
+import { accountStream } from '../src/domain/account';
 
 /** 2026-11-22 23:00 UTC: an hour before the next UTC day. */
 const LATE = Date.UTC(2026, 10, 22, 23);
@@ -109,5 +113,75 @@ describe('billing: API key budgets, decided with the reservations', () => {
     expect((await reserve(org.id, 'c', 1_000_000, k.id)).ok).toBe(true);
     // Another organization's key is not found, and its budget is not set.
     expect(await bus.request(Subjects.billing.updateApiKey, { org_id: 'org_other', key_id: k.id, budget: { total: 1 } })).toMatchObject({ ok: false, error: { status: 404 } });
+  });
+});
+
+describe('billing: key budgets across a restart', () => {
+  it('ignores a snapshot of the earlier version (no keys): folds the account from its first event, the key\'s spend exact', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oc-key-budget-snapshots-'));
+    const start = async () => {
+      const clock = new ManualClock(LATE);
+      const stores = openSqliteStores({ filename: join(dir, 'events.sqlite'), clock });
+      const snapshots = new SqliteSnapshotStore(join(dir, 'snapshots.sqlite'), (error) => {
+        throw error;
+      });
+      const broker = new InProcessBroker();
+      const client = new InProcessServiceClient(broker);
+      const billing = await createBilling({
+        eventStore: stores.store,
+        snapshots,
+        readModels: new SqliteReadModelStore({ filename: join(dir, 'read-models.sqlite') }),
+        client,
+        clock,
+        ids: sortableIds,
+        logger: createLogger({ service: 'billing-test', level: 'silent' }),
+      });
+      const app = await NestFactory.createMicroservice(billing.module, { strategy: new InProcessServerStrategy(broker), logger: false });
+      await app.listen();
+      return {
+        client,
+        store: stores.store,
+        async close() {
+          await app.close();
+          await billing.close();
+          await stores.close();
+          snapshots.close();
+        },
+      };
+    };
+    try {
+      const first = await start();
+      const ask = async <T>(subject: string, body: object) => {
+        const reply = await first.client.request<T>(subject, body);
+        if (!reply.ok) throw new Error(JSON.stringify(reply.error));
+        return reply.data;
+      };
+      const org = await ask<{ id: string }>(Subjects.billing.createOrganization, { name: 'Acme', tier: 'standard' });
+      await ask(Subjects.billing.addCredits, { org_id: org.id, amount_micros: 10_000_000, description: 'Top-up' });
+      const k = await ask<ApiKey>(Subjects.billing.createApiKey, { org_id: org.id, name: 'k', scopes: ['chat:write'], budget: { daily: 1_000_000 } });
+      await ask(Subjects.billing.reserveFunds, { org_id: org.id, reservation_id: 'r1', amount_micros: 600_000, description: 'chat', key_id: k.id });
+      const [last] = (await first.store.readStream(accountStream(org.id))).slice(-1);
+      await first.close();
+      // As version 2 kept it: no keys, and figures that would show if it were used.
+      const older = new SqliteSnapshotStore(join(dir, 'snapshots.sqlite'), (error) => {
+        throw error;
+      });
+      older.save(accountStream(org.id), {
+        revision: last!.revision,
+        eventId: last!.id,
+        version: 2,
+        state: { status: 'open', orgId: org.id, tier: 'standard', customLimits: {}, balanceMicros: 0, reservations: [], settled: { minutes: [] } },
+      });
+      older.close();
+
+      const second = await start();
+      const reserve = (reservation_id: string, amount_micros: number) =>
+        second.client.request(Subjects.billing.reserveFunds, { org_id: org.id, reservation_id, amount_micros, description: 'chat', key_id: k.id });
+      expect(await reserve('r2', 400_001)).toMatchObject({ ok: false, error: { status: 402, code: 'key_budget_exceeded' } });
+      expect((await reserve('r3', 400_000)).ok).toBe(true);
+      await second.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
