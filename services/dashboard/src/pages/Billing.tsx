@@ -1,4 +1,4 @@
-import type { Balance, CheckoutSession, Payment } from '@oc/contracts';
+import type { Balance, CheckoutSession, Organization, Payment } from '@oc/contracts';
 import { type FormEvent, useState } from 'react';
 import { api } from '../api';
 import { usd, when } from '../format';
@@ -17,6 +17,85 @@ const STATUS_LABEL: Record<Payment['status'], string> = {
 function returnedFrom(): 'success' | 'cancelled' | null {
   const outcome = new URLSearchParams(window.location.search).get('top_up');
   return outcome === 'success' || outcome === 'cancelled' ? outcome : null;
+}
+
+/** A USD field's value: null when left empty (no budget, no alert), else the number typed. */
+const usdOrNull = (value: FormDataEntryValue | null) => (String(value ?? '').trim() === '' ? null : Number(value));
+
+/**
+ * The organization's monthly budget with its alert thresholds and its low-balance amount: what sends
+ * `billing.budget_threshold` and `balance.low` to the webhooks that asked for them. An alert, not a limit.
+ */
+function Alerts() {
+  const organization = useLoad(() => api<Organization>('GET', '/organization'));
+  const [stored, setStored] = useState<Organization['alerts'] | null>(null);
+  const [saved, setSaved] = useState(false);
+  const [error, setError] = useState<unknown>(undefined);
+  const [busy, setBusy] = useState(false);
+  // The form is made again from what was stored after each save, and kept as typed when a save is refused.
+  const alerts = stored ?? organization.data?.alerts;
+
+  const save = async (event: FormEvent<HTMLFormElement>) => {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    const thresholds = String(form.get('budget_thresholds') ?? '')
+      .split(',')
+      .map((t) => t.trim())
+      .filter((t) => t !== '')
+      .map(Number);
+    setBusy(true);
+    setError(undefined);
+    setSaved(false);
+    try {
+      const updated = await api<Organization>('PATCH', '/organization/alerts', {
+        monthly_budget: usdOrNull(form.get('monthly_budget')),
+        budget_thresholds: thresholds,
+        low_balance: usdOrNull(form.get('low_balance')),
+      });
+      setStored(updated.alerts);
+      setSaved(true);
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <section className="panel" aria-labelledby="alerts-title">
+      <h2 id="alerts-title">Budget and alerts</h2>
+      <ErrorNote error={organization.error} retry={organization.reload} />
+      {alerts && (
+        <form onSubmit={(e) => void save(e)} className="grid-form" key={JSON.stringify(alerts)}>
+          <label>
+            Monthly budget (USD)
+            <input name="monthly_budget" type="number" min="0.000001" step="any" inputMode="decimal" placeholder="None" defaultValue={alerts.monthly_budget ?? ''} />
+          </label>
+          <label>
+            Alert at (% of the budget)
+            <input name="budget_thresholds" type="text" inputMode="numeric" defaultValue={alerts.budget_thresholds.join(', ')} />
+          </label>
+          <label>
+            Low-balance alert below (USD)
+            <input name="low_balance" type="number" min="0.000001" step="any" inputMode="decimal" placeholder="None" defaultValue={alerts.low_balance ?? ''} />
+          </label>
+          <button type="submit" disabled={busy}>
+            {busy ? 'Saving…' : 'Save alerts'}
+          </button>
+        </form>
+      )}
+      {saved && (
+        <p className="ok" role="status">
+          Alerts saved.
+        </p>
+      )}
+      <ErrorNote error={error} />
+      <p className="muted">
+        Each threshold of the month’s spend (UTC calendar month) is sent once as <code>billing.budget_threshold</code>, and a balance below the amount as{' '}
+        <code>balance.low</code>, to the webhooks subscribed to them. Nothing is refused past the budget. Leave a field empty for none.
+      </p>
+    </section>
+  );
 }
 
 /** Balance, a top-up paid on Stripe's Checkout, and the top-ups so far with their refunds, disputes and receipts. */
@@ -76,6 +155,7 @@ export function Billing() {
         <p className="muted">You pay on Stripe’s page and come back here; the balance is credited once Stripe confirms the payment.</p>
         <ErrorNote error={error} />
       </section>
+      <Alerts />
       <section className="panel" aria-labelledby="payments-title">
         <h2 id="payments-title">Payment history</h2>
         <ErrorNote error={payments.error} retry={payments.reload} />
