@@ -176,4 +176,19 @@ describe('activity read model: each reservation from its hold to its settlement'
     // A row of another organization is no cursor here.
     await expect(log.when({ org_id: 'org_b', after: 'chatcmpl_1' }).catch((e) => toApiError(e).status)).resolves.toBe(404);
   });
+
+  it('pages a filtered log on from a row that no longer matches the filter (a held request charged since)', async () => {
+    const log = await given([
+      [DAY_1, org('org_a')],
+      [DAY_1, credited('org_a')],
+      [DAY_1, reserved('org_a', 'chatcmpl_1', 40_000, 'key_a1')],
+      [DAY_1 + 1_000, reserved('org_a', 'chatcmpl_2', 40_000, 'key_a1')],
+      [DAY_1 + 2_000, reserved('org_a', 'chatcmpl_3', 40_000, 'key_a1')],
+      // The first page of held requests ended on chatcmpl_2, which was charged before the next page was asked.
+      [DAY_1 + 3_000, captured('org_a', 'chatcmpl_2', 1_000, 39_000, chat('key_a1', 5, 5))],
+    ]);
+
+    const next = await log.when({ org_id: 'org_a', status: 'held', limit: 2, after: 'chatcmpl_2' });
+    expect([next.data.map((r) => r.id), next.has_more]).toEqual([['chatcmpl_1'], false]);
+  });
 });

@@ -1,5 +1,5 @@
-import { type ActivityEntry, type ActivityList, type ActivityMessage, DomainError, microsToUsd } from '@oc/contracts';
-import { type Filter, pageAfter, type ReadModels } from '@oc/readmodel';
+import { type ActivityEntry, type ActivityList, type ActivityMessage, DomainError, microsToUsd, notFound } from '@oc/contracts';
+import type { Filter, ReadModels } from '@oc/readmodel';
 import { ActivityCollections, type ActivityDoc } from '../projections/activity';
 import { Collections, type OrganizationDoc } from '../projections/documents';
 
@@ -41,10 +41,14 @@ export class ActivityLog {
       ...(Object.keys(created).length > 0 ? { created } : {}),
     };
     const docs = this.deps.readModels.collection<ActivityDoc>(ActivityCollections.activity);
-    const page = await pageAfter(docs, filter, 'created', {
-      limit: m.limit,
-      ...(m.after !== undefined ? { after: `${m.org_id}/${m.after}` } : {}),
-    });
-    return { object: 'list', data: page.data.map(entryOf), has_more: page.has_more };
+    let after: [number, string] | undefined;
+    if (m.after !== undefined) {
+      // Found whatever the filters: the row a page ended on may have been charged or released since.
+      const cursor = await docs.findOne({ _id: `${m.org_id}/${m.after}` });
+      if (!cursor) throw notFound('invalid_cursor', `No request '${m.after}' in this organization's activity to page after.`, 'after');
+      after = [cursor.created, cursor._id];
+    }
+    const rows = await docs.find(filter, { sort: { created: -1, _id: -1 }, limit: m.limit + 1, ...(after ? { after } : {}) });
+    return { object: 'list', data: rows.slice(0, m.limit).map(entryOf), has_more: rows.length > m.limit };
   }
 }
