@@ -22,6 +22,7 @@ export type ServedUsage = z.infer<typeof ServedUsageSchema>;
 import { UsageQuery, USAGE_GROUPS } from './providers';
 import { ConsoleUsageQuery, KEY_USAGE_GROUPS } from './usage';
 import { PaymentEvents } from './payments';
+import { AutoRechargeEvents } from './auto-recharge';
 import { BillingAlertEvents, OrganizationAlertsSchema } from './billing-alerts';
 import { AllowedModelsSchema, UpdateApiKeyMessage } from './key-access';
 import { KeyBudgetBody, KeyBudgetMicrosSchema, KeyBudgetSchema, KeySpendSchema } from './key-budget';
@@ -342,7 +343,7 @@ export const ReservationSchema = z.object({
  * The stream categories billing writes (`account-<org_id>`, `apikey-<key_id>`, `member-<hash of the email>`,
  * `consolesession-<session_id>`): its outbox relay publishes these only.
  */
-export const BillingStreams = { account: 'account', apiKey: 'apikey', member: 'member', consoleSession: 'consolesession', payment: 'payment', alerts: 'billingalerts' } as const;
+export const BillingStreams = { account: 'account', apiKey: 'apikey', member: 'member', consoleSession: 'consolesession', payment: 'payment', alerts: 'billingalerts', autoRecharge: 'autorecharge' } as const;
 
 export const BillingEvents = {
   OrganizationCreated: z.object({ org_id: z.string(), name: z.string(), tier: TierSchema, created: z.int() }),
@@ -440,6 +441,7 @@ export const BillingEvents = {
   }),
   ConsoleSessionEnded: z.object({ session_id: z.string(), ended_at: z.int() }),
   ...PaymentEvents,
+  ...AutoRechargeEvents,
   ...BillingAlertEvents,
 } as const;
 

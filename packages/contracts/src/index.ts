@@ -5,6 +5,7 @@ export * from './scopes';
 export * from './tiers';
 export * from './billing';
 export * from './payments';
+export * from './auto-recharge';
 export * from './billing-alerts';
 export * from './subjects';
 export * from './reply';

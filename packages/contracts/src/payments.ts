@@ -38,6 +38,8 @@ export const PaymentSchema = z.object({
   disputed: z.number(),
   currency: z.literal('usd'),
   checkout_session: z.string().nullable(),
+  /** Charged off-session to the saved card by auto-recharge (not paid on Checkout). */
+  auto_recharge: z.boolean(),
   receipt_url: z.string().nullable(),
   refunds: z.array(z.object({ amount: z.number(), created: z.int() })),
   disputes: z.array(z.object({ id: z.string(), amount: z.number(), created: z.int() })),
@@ -73,7 +75,8 @@ export const PaymentEvents = {
   TopUpCheckoutCompleted: z.object({
     payment_id: z.string(),
     org_id: z.string(),
-    checkout_session: z.string(),
+    /** Null for an auto-recharge: an off-session PaymentIntent, no Checkout. */
+    checkout_session: z.string().nullable(),
     amount_micros: z.int().positive(),
     created: z.int(),
   }),

@@ -42,6 +42,10 @@ export const Subjects = {
     startTopUp: 'billing.payments.start_top_up',
     stripeWebhook: 'billing.payments.stripe_webhook',
     listPayments: 'billing.payments.list',
+    /** Auto-recharge: its settings and state, and a Checkout Session in setup mode that saves a card. */
+    getAutoRecharge: 'billing.auto_recharge.get',
+    configureAutoRecharge: 'billing.auto_recharge.configure',
+    startCardSetup: 'billing.auto_recharge.start_card_setup',
     ping: 'billing.ping',
   },
   chat: {

@@ -7,11 +7,13 @@ import type { Logger } from 'pino';
 import { billingReadModels } from './projections';
 import { broadcastNotifier } from './adapters/gateway-notifier';
 import { ALERT_TRIGGERS, ALERTS_CONSUMER, AlertsService } from './application/alerts';
+import { AutoRechargeService } from './application/auto-recharge';
 import { BillingService } from './application/billing';
 import { PaymentsService } from './application/payments';
 import { stripePayments } from './adapters/stripe';
 import { type PaymentSettings, paymentSettings } from './config';
 import { ALERTS_SERVICE, AlertsController } from './transport/alerts.controller';
+import { AUTO_RECHARGE_SERVICE, AutoRechargeController } from './transport/auto-recharge.controller';
 import { BILLING_SERVICE, BillingController, LOGGER } from './transport/billing.controller';
 import { PAYMENTS_SERVICE, PaymentsController } from './transport/payments.controller';
 
@@ -50,14 +52,15 @@ export const RESERVATION_SWEEP_MS = 15_000;
 
 @Module({})
 export class BillingModule {
-  static register(service: BillingService, payments: PaymentsService, alerts: AlertsService, logger: Logger): DynamicModule {
+  static register(service: BillingService, payments: PaymentsService, alerts: AlertsService, autoRecharge: AutoRechargeService, logger: Logger): DynamicModule {
     return {
       module: BillingModule,
-      controllers: [BillingController, PaymentsController, AlertsController],
+      controllers: [BillingController, PaymentsController, AlertsController, AutoRechargeController],
       providers: [
         { provide: BILLING_SERVICE, useValue: service },
         { provide: PAYMENTS_SERVICE, useValue: payments },
         { provide: ALERTS_SERVICE, useValue: alerts },
+        { provide: AUTO_RECHARGE_SERVICE, useValue: autoRecharge },
         { provide: LOGGER, useValue: logger },
       ],
     };
@@ -91,6 +94,17 @@ export async function createBilling(runtime: BillingRuntime) {
     callersInProcess: runtime.callersInProcess === true && !shared,
   });
   const settings = runtime.payments ?? paymentSettings({});
+  const provider = settings.stripe ? stripePayments(settings.stripe, runtime.logger) : undefined;
+  const autoRecharge = new AutoRechargeService({
+    commands,
+    readModels,
+    clock: runtime.clock,
+    ids: runtime.ids,
+    logger: runtime.logger,
+    bounds: settings.bounds,
+    policy: settings.autoRecharge,
+    ...(provider ? { provider } : {}),
+  });
   const payments = new PaymentsService({
     commands,
     readModels,
@@ -98,7 +112,8 @@ export async function createBilling(runtime: BillingRuntime) {
     ids: runtime.ids,
     logger: runtime.logger,
     bounds: settings.bounds,
-    ...(settings.stripe ? { provider: stripePayments(settings.stripe, runtime.logger) } : {}),
+    autoRecharge,
+    ...(provider ? { provider } : {}),
   });
   const alerts = new AlertsService({
     commands,
@@ -118,12 +133,23 @@ export async function createBilling(runtime: BillingRuntime) {
     },
     (err) => runtime.logger.warn({ err }, 'reservation expiry sweep failed; will retry'),
   );
+  // Periodic, not on each capture: see docs/decisions.md (auto-recharge). Every replica checks; the stream decides.
+  const recharge = provider
+    ? repeatByClock(
+        runtime.clock,
+        settings.autoRecharge.checkSeconds * 1000,
+        () => autoRecharge.sweep(),
+        (err) => runtime.logger.warn({ err }, 'auto-recharge check failed; will retry'),
+      )
+    : undefined;
   return {
     service,
     payments,
     alerts,
-    module: BillingModule.register(service, payments, alerts, runtime.logger),
+    autoRecharge,
+    module: BillingModule.register(service, payments, alerts, autoRecharge, runtime.logger),
     async close() {
+      await recharge?.stop();
       await alertConsumer?.stop();
       await expiry.stop();
       await projections.stop();

@@ -1,6 +1,7 @@
 import { type ConfigurationCheck, type ConfigurationProblem, usdToMicros } from '@oc/contracts';
 import { z } from 'zod';
 import type { StripeSettings } from './adapters/stripe';
+import type { AutoRechargePolicy } from './domain/auto-recharge';
 
 /** What a member may top up at once when the operator sets no bounds, USD. */
 export const DEFAULT_TOPUP_MIN_USD = 5;
@@ -16,6 +17,9 @@ const usdBound = (fallback: number) =>
     .default(fallback)
     .describe('USD, in whole cents, more than 0');
 
+/** Auto-recharge: the least time between two attempts' starts, failures in a row before it turns off, how often balances are checked. */
+export const DEFAULT_AUTO_RECHARGE = { cooldownSeconds: 600, maxFailures: 3, checkSeconds: 30 } as const;
+
 /**
  * Top-ups with Stripe, for billing's process and the standalone one. Without STRIPE_SECRET_KEY top-up is off
  * (the console says so); the secret key and the webhook secret are only ever read here and handed to the adapter.
@@ -27,6 +31,9 @@ export const StripeConfigSchema = z.object({
   STRIPE_API_BASE_URL: z.url({ protocol: /^https?$/ }).optional().describe('an http(s) URL, e.g. http://127.0.0.1:12111'),
   TOPUP_MIN_USD: usdBound(DEFAULT_TOPUP_MIN_USD),
   TOPUP_MAX_USD: usdBound(DEFAULT_TOPUP_MAX_USD),
+  AUTO_RECHARGE_COOLDOWN_SECONDS: z.coerce.number().int().min(0).max(86_400).default(DEFAULT_AUTO_RECHARGE.cooldownSeconds).describe('seconds, 0 to 86400'),
+  AUTO_RECHARGE_MAX_FAILURES: z.coerce.number().int().min(1).max(100).default(DEFAULT_AUTO_RECHARGE.maxFailures).describe('1 to 100'),
+  AUTO_RECHARGE_CHECK_SECONDS: z.coerce.number().int().min(1).max(3600).default(DEFAULT_AUTO_RECHARGE.checkSeconds).describe('seconds, 1 to 3600'),
 });
 export type StripeConfig = z.infer<typeof StripeConfigSchema>;
 
@@ -53,6 +60,7 @@ export interface TopUpBounds {
 export interface PaymentSettings {
   stripe?: StripeSettings;
   bounds: TopUpBounds;
+  autoRecharge: AutoRechargePolicy & { checkSeconds: number };
 }
 
 export function paymentSettings(config: Partial<StripeConfig>): PaymentSettings {
@@ -60,9 +68,15 @@ export function paymentSettings(config: Partial<StripeConfig>): PaymentSettings 
     minMicros: usdToMicros(config.TOPUP_MIN_USD ?? DEFAULT_TOPUP_MIN_USD),
     maxMicros: usdToMicros(config.TOPUP_MAX_USD ?? DEFAULT_TOPUP_MAX_USD),
   };
-  if (!config.STRIPE_SECRET_KEY || !config.STRIPE_WEBHOOK_SECRET) return { bounds };
+  const autoRecharge = {
+    cooldownSeconds: config.AUTO_RECHARGE_COOLDOWN_SECONDS ?? DEFAULT_AUTO_RECHARGE.cooldownSeconds,
+    maxFailures: config.AUTO_RECHARGE_MAX_FAILURES ?? DEFAULT_AUTO_RECHARGE.maxFailures,
+    checkSeconds: config.AUTO_RECHARGE_CHECK_SECONDS ?? DEFAULT_AUTO_RECHARGE.checkSeconds,
+  };
+  if (!config.STRIPE_SECRET_KEY || !config.STRIPE_WEBHOOK_SECRET) return { bounds, autoRecharge };
   return {
     bounds,
+    autoRecharge,
     stripe: {
       secretKey: config.STRIPE_SECRET_KEY,
       webhookSecret: config.STRIPE_WEBHOOK_SECRET,

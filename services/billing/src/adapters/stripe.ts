@@ -54,9 +54,72 @@ export function stripePayments(settings: StripeSettings, logger: Logger): Paymen
         if (!session.url) throw new Error('Stripe answered a Checkout Session without a url');
         return { id: session.id, url: session.url };
       } catch (err) {
-        const e = err as { type?: string; code?: string; statusCode?: number; requestId?: string };
-        logger.error({ stripe_error: { type: e.type, code: e.code, status: e.statusCode, request_id: e.requestId } }, 'Stripe refused or failed to create a Checkout Session');
+        logStripeError(logger, err, 'Stripe refused or failed to create a Checkout Session');
         throw serviceUnavailable('Stripe could not start the payment just now. Please retry.');
+      }
+    },
+
+    async createCustomer(input) {
+      try {
+        const customer = await stripe.customers.create(
+          { name: input.name, metadata: { organization_id: input.orgId } },
+          // Two replicas (or a retry) creating the organization's Customer get one.
+          { idempotencyKey: input.idempotencyKey },
+        );
+        return customer.id;
+      } catch (err) {
+        logStripeError(logger, err, 'Stripe refused or failed to create a Customer');
+        throw serviceUnavailable('Stripe could not save a card just now. Please retry.');
+      }
+    },
+
+    async createSetupSession(input) {
+      try {
+        const session = await stripe.checkout.sessions.create(
+          {
+            mode: 'setup',
+            currency: 'usd',
+            customer: input.customerId,
+            client_reference_id: input.orgId,
+            metadata: { organization_id: input.orgId },
+            setup_intent_data: { metadata: { organization_id: input.orgId } },
+            success_url: input.successUrl,
+            cancel_url: input.cancelUrl,
+          },
+          { idempotencyKey: input.idempotencyKey },
+        );
+        if (!session.url) throw new Error('Stripe answered a Checkout Session without a url');
+        return { id: session.id, url: session.url };
+      } catch (err) {
+        logStripeError(logger, err, 'Stripe refused or failed to create a setup Checkout Session');
+        throw serviceUnavailable('Stripe could not start saving a card just now. Please retry.');
+      }
+    },
+
+    async chargeOffSession(input) {
+      try {
+        const intent = await stripe.paymentIntents.create(
+          {
+            amount: input.amountMicros / MICROS_PER_CENT,
+            currency: 'usd',
+            customer: input.customerId,
+            payment_method: input.paymentMethodId,
+            off_session: true,
+            confirm: true,
+            description: 'Prepaid API credit (auto-recharge)',
+            metadata: { organization_id: input.orgId, auto_recharge_attempt: input.attemptId },
+          },
+          { idempotencyKey: input.attemptId },
+        );
+        if (intent.status === 'succeeded') return { outcome: 'succeeded', paymentId: intent.id };
+        if (intent.status === 'processing') return { outcome: 'pending', paymentId: intent.id };
+        return { outcome: 'failed', paymentId: intent.id, message: `the payment needs the cardholder (status ${intent.status})` };
+      } catch (err) {
+        const e = err as { type?: string; message?: string; payment_intent?: { id: string } };
+        // A card error is Stripe's answer (declined, authentication required); any other is not an answer.
+        if (e.type === 'StripeCardError') return { outcome: 'failed', paymentId: e.payment_intent?.id ?? null, message: e.message ?? 'card declined' };
+        logStripeError(logger, err, 'Stripe failed to create an off-session PaymentIntent; the attempt will be retried');
+        throw err;
       }
     },
 
@@ -120,7 +183,39 @@ function noticeOf(event: Stripe.Event): PaymentNotice {
         currency: d.currency,
       };
     }
+    case 'setup_intent.succeeded': {
+      const i = event.data.object;
+      return {
+        ...base,
+        kind: 'setup',
+        setupIntentId: i.id,
+        orgId: i.metadata?.organization_id ?? null,
+        customerId: typeof i.customer === 'string' ? i.customer : (i.customer?.id ?? null),
+        paymentMethodId: typeof i.payment_method === 'string' ? i.payment_method : (i.payment_method?.id ?? null),
+      };
+    }
+    case 'payment_intent.succeeded':
+    case 'payment_intent.payment_failed': {
+      const i = event.data.object;
+      return {
+        ...base,
+        kind: 'intent',
+        paymentId: i.id,
+        orgId: i.metadata?.organization_id ?? null,
+        attemptId: i.metadata?.auto_recharge_attempt ?? null,
+        amountMicros: (event.type === 'payment_intent.succeeded' ? i.amount_received : i.amount) * MICROS_PER_CENT,
+        currency: i.currency,
+        outcome: event.type === 'payment_intent.succeeded' ? 'succeeded' : 'failed',
+        message: i.last_payment_error?.message ?? null,
+      };
+    }
     default:
       return { ...base, kind: 'other' };
   }
+}
+
+/** By type, code and request id: never the request (it names the card) nor the key. */
+function logStripeError(logger: Logger, err: unknown, message: string) {
+  const e = err as { type?: string; code?: string; statusCode?: number; requestId?: string };
+  logger.error({ stripe_error: { type: e.type, code: e.code, status: e.statusCode, request_id: e.requestId } }, message);
 }

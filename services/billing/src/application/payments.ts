@@ -46,8 +46,30 @@ export type PaymentNotice = { eventId: string; type: string; created: number } &
   | { kind: 'refund'; paymentId: string | null; refundedTotalMicros: number; receiptUrl: string | null; currency: string }
   | { kind: 'dispute'; paymentId: string | null; disputeId: string; amountMicros: number; currency: string }
   | { kind: 'receipt'; paymentId: string | null; receiptUrl: string | null; currency: string }
+  /** `setup_intent.succeeded`: a card saved for off-session payments (`orgId` from its metadata). */
+  | { kind: 'setup'; setupIntentId: string; orgId: string | null; customerId: string | null; paymentMethodId: string | null }
+  /**
+   * `payment_intent.succeeded` or `payment_intent.payment_failed`; `attemptId` (its metadata) names an
+   * auto-recharge's attempt, null for a PaymentIntent of Checkout (whose session's events credit it).
+   */
+  | {
+      kind: 'intent';
+      paymentId: string;
+      orgId: string | null;
+      attemptId: string | null;
+      amountMicros: number;
+      currency: string;
+      outcome: 'succeeded' | 'failed';
+      message: string | null;
+    }
   | { kind: 'other' }
 );
+
+/** Stripe's answer to an off-session PaymentIntent; anything else (unreachable, 5xx) is thrown and tried again with the same key. */
+export type OffSessionCharge =
+  | { outcome: 'succeeded' | 'pending'; paymentId: string }
+  /** Declined, or the bank wants the cardholder present (`authentication_required`): Stripe's message. */
+  | { outcome: 'failed'; paymentId: string | null; message: string };
 
 /** The payment provider's port (Stripe's adapter, `adapters/stripe.ts`). */
 export interface PaymentProvider {
@@ -58,6 +80,12 @@ export interface PaymentProvider {
     cancelUrl: string;
     idempotencyKey: string;
   }): Promise<{ id: string; url: string }>;
+  /** The organization's Customer, which saved cards and off-session payments name. */
+  createCustomer(input: { orgId: string; name: string; idempotencyKey: string }): Promise<string>;
+  /** A Checkout Session in setup mode: the member saves a card for the Customer, usable off-session. */
+  createSetupSession(input: { orgId: string; customerId: string; successUrl: string; cancelUrl: string; idempotencyKey: string }): Promise<{ id: string; url: string }>;
+  /** One PaymentIntent confirmed off-session on the saved card; `attemptId` is its idempotency key and in its metadata. */
+  chargeOffSession(input: { orgId: string; attemptId: string; customerId: string; paymentMethodId: string; amountMicros: number }): Promise<OffSessionCharge>;
   /** The delivery's event if its signature verifies at `receivedAtMs`; else throws `SignatureRejected`. */
   verify(payload: string, signature: string, receivedAtMs: number): PaymentNotice;
 }
@@ -71,9 +99,16 @@ export interface PaymentsDeps {
   /** Absent without STRIPE_SECRET_KEY: top-up is not configured. */
   provider?: PaymentProvider;
   bounds: TopUpBounds;
+  /** Where a saved card and an auto-recharge's PaymentIntent outcome are recorded. */
+  autoRecharge?: AutoRechargeWebhooks;
 }
 
-const notConfigured = () =>
+export interface AutoRechargeWebhooks {
+  savePaymentMethod(p: { orgId: string; customerId: string; paymentMethodId: string; setupIntentId: string }): Promise<number>;
+  settle(p: { orgId: string; attemptId: string; paymentId: string | null; outcome: 'succeeded' | 'failed'; message: string }): Promise<number>;
+}
+
+export const notConfigured = () =>
   new ApiError({
     status: 400,
     type: 'invalid_request_error',
@@ -174,10 +209,52 @@ export class PaymentsService {
         paymentId = notice.paymentId;
         command = { type: 'RecordReceipt', paymentId, receiptUrl: notice.receiptUrl };
         break;
+      case 'setup': {
+        if (!this.deps.autoRecharge) return ignored('auto-recharge is not served here');
+        if (notice.orgId === null) return ignored('the SetupIntent names no organization (metadata.organization_id)');
+        if (notice.customerId === null || notice.paymentMethodId === null) return ignored('the SetupIntent names no Customer or no PaymentMethod');
+        if (!(await this.organization(notice.orgId, false))) return ignored(`unknown organization ${notice.orgId}`);
+        const saved = await this.deps.autoRecharge.savePaymentMethod({
+          orgId: notice.orgId,
+          customerId: notice.customerId,
+          paymentMethodId: notice.paymentMethodId,
+          setupIntentId: notice.setupIntentId,
+        });
+        return { received: true, outcome: saved > 0 ? 'applied' : 'repeat' };
+      }
+      case 'intent':
+        // A Checkout top-up's PaymentIntent is credited by its session's events, not by these.
+        if (notice.attemptId === null) return { received: true, outcome: 'ignored', reason: 'a PaymentIntent of Checkout (credited by its session)' };
+        if (!this.deps.autoRecharge) return ignored('auto-recharge is not served here');
+        if (notice.currency !== 'usd') return ignored(`currency ${notice.currency} is not usd`);
+        if (notice.orgId === null) return ignored('the PaymentIntent names no organization (metadata.organization_id)');
+        if (!(await this.organization(notice.orgId, false))) return ignored(`unknown organization ${notice.orgId}`);
+        if (notice.amountMicros <= 0) return ignored('nothing to credit (amount 0)');
+        paymentId = notice.paymentId;
+        command = {
+          type: 'RecordCheckout',
+          paymentId,
+          orgId: notice.orgId,
+          sessionId: null,
+          amountMicros: notice.amountMicros,
+          payment: notice.outcome === 'succeeded' ? 'paid' : 'failed',
+          now,
+        };
+        break;
     }
     const recorded = await this.deps.commands.handle(paymentStream(paymentId), paymentDecider, command);
     const applied = await this.applyToAccount(paymentId, recorded.state);
-    return { received: true, outcome: recorded.events.length > 0 || applied > 0 ? 'applied' : 'repeat' };
+    const settled =
+      notice.kind === 'intent' && notice.attemptId !== null && notice.orgId !== null && this.deps.autoRecharge
+        ? await this.deps.autoRecharge.settle({
+            orgId: notice.orgId,
+            attemptId: notice.attemptId,
+            paymentId,
+            outcome: notice.outcome,
+            message: notice.message ?? 'the card was declined',
+          })
+        : 0;
+    return { received: true, outcome: recorded.events.length > 0 || applied > 0 || settled > 0 ? 'applied' : 'repeat' };
   }
 
   /**
@@ -240,6 +317,7 @@ const toPayment = (doc: PaymentDoc): Payment => ({
   disputed: microsToUsd(doc.disputed_micros),
   currency: 'usd',
   checkout_session: doc.checkout_session,
+  auto_recharge: doc.checkout_session === null,
   receipt_url: doc.receipt_url,
   refunds: doc.refunds.map((r) => ({ amount: microsToUsd(r.amount_micros), created: r.created })),
   disputes: doc.disputes.map((d) => ({ id: d.id, amount: microsToUsd(d.amount_micros), created: d.created })),

@@ -19,9 +19,10 @@ export type PaymentEvent = Extract<
 export type PaymentCommand =
   /**
    * `checkout.session.completed` (paid, or `pending` while an async method settles), and
-   * `checkout.session.async_payment_succeeded` (paid) or `…_failed` (failed).
+   * `checkout.session.async_payment_succeeded` (paid) or `…_failed` (failed); an auto-recharge's
+   * `payment_intent.succeeded` or `…payment_failed`, with no Checkout Session (`sessionId` null).
    */
-  | { type: 'RecordCheckout'; paymentId: string; orgId: string; sessionId: string; amountMicros: number; payment: CheckoutPayment; now: number }
+  | { type: 'RecordCheckout'; paymentId: string; orgId: string; sessionId: string | null; amountMicros: number; payment: CheckoutPayment; now: number }
   /** `charge.refunded`: `refundedTotalMicros` is the charge's `amount_refunded`, everything refunded so far. */
   | { type: 'RecordRefund'; paymentId: string; refundedTotalMicros: number; receiptUrl: string | null; now: number }
   | { type: 'RecordDispute'; paymentId: string; disputeId: string; amountMicros: number; now: number }
@@ -31,7 +32,7 @@ export type PaymentCommand =
 export type CheckoutPayment = 'paid' | 'pending' | 'failed';
 
 export interface PaymentState {
-  checkout: { orgId: string; sessionId: string; amountMicros: number } | null;
+  checkout: { orgId: string; sessionId: string | null; amountMicros: number } | null;
   paid: boolean;
   failed: boolean;
   /** Each refund recorded, with Stripe's cumulative total after it (which names it). */

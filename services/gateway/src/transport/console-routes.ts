@@ -14,6 +14,7 @@ import {
 import type { Request, Response } from 'express';
 import type { ConsoleSessions } from '../application/console-sessions';
 import { topUpRoute } from './payment-routes';
+import { autoRechargeRoutes } from './auto-recharge-routes';
 import { csvCell } from './csv';
 import type { Route, RouteContext } from './routes';
 import { consoleUsageRoute } from './usage-routes';
@@ -154,6 +155,7 @@ export function consoleRoutes(v1: Route[], admin: Route<'admin'>[], sessions: Co
     ownOrganization('GET', `${ORG}/activity`, '/console/v1/activity'),
     ownOrganization('GET', `${ORG}/payments`, '/console/v1/payments'),
     topUpRoute(),
+    ...autoRechargeRoutes(),
     // The playground: a chat or a video started from the console, billed as through the API.
     asMember('GET', '/v1/models', '/console/v1/models'),
     asMember('POST', '/v1/chat/completions', '/console/v1/chat/completions'),
