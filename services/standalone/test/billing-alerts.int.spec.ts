@@ -159,6 +159,20 @@ describe('organization budget and billing alerts', () => {
     expect(bodies(lowOnly.receiver)).toHaveLength(1);
   });
 
+  it('sends a sample of each billing type from the test operation, signed', async () => {
+    const sample = await hook(['billing.budget_threshold']);
+    for (const type of ['billing.budget_threshold', 'balance.low', 'billing.payment_succeeded', 'billing.payment_failed']) {
+      const sent = await v1('POST', `/webhooks/${sample.id}/test`, { event_type: type });
+      expect(sent.body, type).toMatchObject({ success: true, status_code: 204 });
+    }
+    expect(bodies(sample.receiver).map((b) => [b.type, b.data.object, b.data.organization_id])).toEqual([
+      ['billing.budget_threshold', 'budget_alert', orgId],
+      ['balance.low', 'balance_alert', orgId],
+      ['billing.payment_succeeded', 'payment', orgId],
+      ['billing.payment_failed', 'payment', orgId],
+    ]);
+  });
+
   it('delivers billing.payment_succeeded and billing.payment_failed from Stripe top-ups, once each', async () => {
     const payments = await hook(['billing.payment_succeeded', 'billing.payment_failed']);
     let n = 0;
