@@ -12,7 +12,8 @@ import { Activity } from './pages/Activity';
 import { Usage } from './pages/Usage';
 import { Playground } from './pages/Playground';
 import { Billing } from './pages/Billing';
-import { Organizations, OrganizationDetail } from './pages/Organizations';
+import { Organizations } from './pages/Organizations';
+import { OrganizationDetail } from './pages/OrganizationDetail';
 import { Providers } from './pages/Providers';
 
 export function App() {

@@ -1,4 +1,4 @@
-import { type ReactNode, useCallback, useEffect, useId, useRef, useState } from 'react';
+import { type FormEvent, type ReactNode, useCallback, useEffect, useId, useRef, useState } from 'react';
 import { ApiFailure } from './api';
 
 /**
@@ -47,6 +47,27 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = [], refresh
   }, [refreshMs, reload]);
   const { data, error } = shown;
   return { data, error, reload, loading: data === undefined && error === undefined };
+}
+
+/** Runs a form's work, shows its error, and clears the form when it succeeds. */
+export function useSubmit(work: (form: FormData) => Promise<unknown>) {
+  const [error, setError] = useState<unknown>(undefined);
+  const [busy, setBusy] = useState(false);
+  const onSubmit = async (event: FormEvent<HTMLFormElement>) => {
+    event.preventDefault();
+    const element = event.currentTarget;
+    setBusy(true);
+    setError(undefined);
+    try {
+      await work(new FormData(element));
+      element.reset();
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return { onSubmit, error, busy };
 }
 
 export function messageOf(error: unknown): string {
@@ -104,6 +125,10 @@ export function ConfirmButton(props: {
   children: ReactNode;
   onConfirm: () => Promise<unknown>;
   className?: string;
+  /** The confirming button's class: `danger` but for an action that destroys nothing (adding credit). */
+  confirmClassName?: string;
+  /** Nothing to confirm yet (an amount not typed): the dialog cannot open. */
+  disabled?: boolean;
 }) {
   const dialog = useRef<HTMLDialogElement>(null);
   const [busy, setBusy] = useState(false);
@@ -126,6 +151,7 @@ export function ConfirmButton(props: {
       <button
         type="button"
         className={props.className ?? 'danger'}
+        disabled={props.disabled}
         onClick={() => {
           // What went wrong last time is not what will happen now: the dialog opens without it.
           setError(undefined);
@@ -142,7 +168,7 @@ export function ConfirmButton(props: {
           <button type="button" onClick={() => dialog.current?.close()}>
             Cancel
           </button>
-          <button type="button" className="danger" disabled={busy} onClick={confirm}>
+          <button type="button" className={props.confirmClassName ?? 'danger'} disabled={busy} onClick={confirm}>
             {props.confirmLabel}
           </button>
         </div>

@@ -535,7 +535,8 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
     await page.getByRole('link', { name: 'Acme' }).click();
     await page.getByRole('heading', { level: 1, name: 'Acme' }).waitFor();
     await page.getByLabel('Amount (USD)').fill('5');
-    await page.getByRole('button', { name: 'Add credit' }).click();
+    await page.getByRole('button', { name: 'Add credit…' }).click();
+    await page.getByRole('dialog', { name: 'Add $5.00 to Acme?' }).getByRole('button', { name: 'Add credit', exact: true }).click();
     await expect.poll(() => page.locator('.card', { hasText: 'Available' }).locator('.figure').textContent()).toMatch(/^\$14\.\d\d$/);
     await page.getByText('Ada · ada@acme.test').waitFor();
     await shot('organization');
@@ -555,7 +556,8 @@ describe.skipIf(!chromiumInstalled())('the web console in Chromium', () => {
     expect(await page.locator('.figure.tier').textContent()).toBe('standard');
 
     await page.getByRole('combobox', { name: 'Tier', exact: true }).selectOption('enterprise');
-    await page.getByRole('button', { name: 'Change tier' }).click();
+    await page.getByRole('button', { name: 'Change tier…' }).click();
+    await page.getByRole('dialog', { name: 'Move Initech from standard to enterprise?' }).getByRole('button', { name: 'Change to enterprise' }).click();
     await expect.poll(() => page.locator('.figure.tier').textContent()).toBe('enterprise');
     await expect.poll(() => limit('requests_per_minute')).toBe('2,000');
 
