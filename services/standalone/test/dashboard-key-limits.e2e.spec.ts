@@ -109,12 +109,12 @@ describe.skipIf(!chromiumInstalled())('the console’s key limits in Chromium', 
 
   it("shows each key's models and what it spent against its budget", async () => {
     expect(await cellText('models')).toBe('All models');
-    expect(await cellText('budget')).toBe(`Today (UTC): ${usd(chatSpend)} of $5.00 This month (UTC): ${usd(chatSpend)} In all: ${usd(chatSpend)}`);
+    expect(await cellText('budget')).toBe(`Today: ${usd(chatSpend)} of $5.00 Month: ${usd(chatSpend)} Total: ${usd(chatSpend)}`);
     await shot('key-limits');
   });
 
   it('lets a member limit the models and budget of a key, applied from its next request', async () => {
-    await row().getByRole('button', { name: 'Edit limits' }).click();
+    await row().getByRole('button', { name: 'Limits' }).click();
     const dialog = page.getByRole('dialog', { name: 'Limits of “backend”' });
     await dialog.getByLabel('Allowed models').fill('chat-2');
     expect(await dialog.getByLabel('Daily budget (USD)').inputValue()).toBe('5');
@@ -124,7 +124,7 @@ describe.skipIf(!chromiumInstalled())('the console’s key limits in Chromium', 
     await dialog.getByRole('button', { name: 'Save limits' }).click();
     await expect.poll(() => cellText('models')).toBe('chat-2');
     expect(await cellText('budget')).toBe(
-      `Today (UTC): ${usd(chatSpend)} of ${usd(chatSpend)} This month (UTC): ${usd(chatSpend)} In all: ${usd(chatSpend)} of $20.00`,
+      `Today: ${usd(chatSpend)} of ${usd(chatSpend)} Month: ${usd(chatSpend)} Total: ${usd(chatSpend)} of $20.00`,
     );
 
     const refused = await v1(backend.key, 'POST', '/chat/completions', CHAT);
@@ -133,7 +133,7 @@ describe.skipIf(!chromiumInstalled())('the console’s key limits in Chromium', 
     expect((await v1(backend.key, 'POST', '/videos', VIDEO)).body.error.code).toBe('model_not_allowed');
 
     // Emptied fields give every model back and remove the daily limit.
-    await row().getByRole('button', { name: 'Edit limits' }).click();
+    await row().getByRole('button', { name: 'Limits' }).click();
     await dialog.getByLabel('Allowed models').fill('');
     await dialog.getByLabel('Daily budget (USD)').fill('');
     await dialog.getByRole('button', { name: 'Save limits' }).click();
@@ -142,7 +142,7 @@ describe.skipIf(!chromiumInstalled())('the console’s key limits in Chromium', 
   });
 
   it('shows a refused change in the dialog', async () => {
-    await row().getByRole('button', { name: 'Edit limits' }).click();
+    await row().getByRole('button', { name: 'Limits' }).click();
     const dialog = page.getByRole('dialog', { name: 'Limits of “backend”' });
     await dialog.getByLabel('Allowed models').fill('Not A Model');
     await dialog.getByRole('button', { name: 'Save limits' }).click();
@@ -150,11 +150,26 @@ describe.skipIf(!chromiumInstalled())('the console’s key limits in Chromium', 
     await dialog.getByRole('button', { name: 'Cancel' }).click();
   });
 
+  it('creates a key with its allowed models and budget', async () => {
+    const form = page.getByRole('region', { name: 'Create a key' });
+    await form.getByLabel('Name').fill('frontend');
+    await form.getByRole('checkbox', { name: 'chat:write' }).check();
+    await form.getByLabel('Allowed models').fill('chat-2, video-2');
+    await form.getByLabel('Monthly budget (USD)').fill('2.5');
+    await form.getByRole('button', { name: 'Create key' }).click();
+    const created = page.locator('tr', { hasText: 'frontend' });
+    await created.waitFor();
+    expect((await created.getByTestId('models').innerText()).replace(/\s+/g, ' ').trim()).toBe('chat-2 video-2');
+    expect((await created.getByTestId('budget').innerText()).replace(/\s+/g, ' ').trim()).toBe(
+      'Today: $0.00 Month: $0.00 of $2.50 Total: $0.00',
+    );
+  });
+
   it('fits a 375 px wide screen', async () => {
     await page.setViewportSize({ width: 375, height: 800 });
     expect(await fitsWidth()).toEqual([]);
     await shot('key-limits-375');
-    await row().getByRole('button', { name: 'Edit limits' }).click();
+    await row().getByRole('button', { name: 'Limits' }).click();
     expect(await fitsWidth()).toEqual([]);
     await page.getByRole('dialog', { name: 'Limits of “backend”' }).getByRole('button', { name: 'Cancel' }).click();
     await page.setViewportSize({ width: 1280, height: 900 });

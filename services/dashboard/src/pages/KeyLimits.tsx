@@ -4,10 +4,10 @@ import { api } from '../api';
 import { usd } from '../format';
 import { ErrorNote } from '../ui';
 
-const PERIODS = [
-  { period: 'daily', spent: 'today', label: 'Today (UTC)', field: 'Daily budget (USD)' },
-  { period: 'monthly', spent: 'this_month', label: 'This month (UTC)', field: 'Monthly budget (USD)' },
-  { period: 'total', spent: 'total', label: 'In all', field: 'Total budget (USD)' },
+export const PERIODS = [
+  { period: 'daily', spent: 'today', label: 'Today', field: 'Daily budget (USD)' },
+  { period: 'monthly', spent: 'this_month', label: 'Month', field: 'Monthly budget (USD)' },
+  { period: 'total', spent: 'total', label: 'Total', field: 'Total budget (USD)' },
 ] as const;
 
 /** The models a key may use, or that it may use all of them. */
@@ -22,7 +22,7 @@ export function KeyModels({ apiKey }: { apiKey: ApiKey }) {
   );
 }
 
-/** What the key spent in each period, against its budget there when it has one. */
+/** What the key spent in each period (the UTC day and month), against its budget there when it has one. */
 export function KeyBudget({ apiKey }: { apiKey: ApiKey }) {
   return (
     // One element, so that a narrow screen's card keeps it in its cell.
@@ -38,7 +38,7 @@ export function KeyBudget({ apiKey }: { apiKey: ApiKey }) {
 }
 
 /** `chat-2, video-2` as a list; nothing for every model. */
-const modelsOf = (text: string) => {
+export const modelsOf = (text: string) => {
   const models = text
     .split(/[\s,]+/)
     .map((m) => m.trim())
@@ -46,6 +46,8 @@ const modelsOf = (text: string) => {
   return models.length === 0 ? null : models;
 };
 const limitOf = (text: string) => (text.trim() === '' ? null : Number(text));
+/** The form's budget fields, an empty one for no limit. */
+export const budgetOf = (form: FormData) => Object.fromEntries(PERIODS.map(({ period }) => [period, limitOf(String(form.get(period) ?? ''))]));
 
 /** A dialog to change the models a key may use and its budget; the change applies from the key's next request. */
 export function EditKeyLimits({ apiKey, onSaved }: { apiKey: ApiKey; onSaved: () => Promise<unknown> }) {
@@ -61,7 +63,7 @@ export function EditKeyLimits({ apiKey, onSaved }: { apiKey: ApiKey; onSaved: ()
     try {
       await api('PATCH', `/keys/${encodeURIComponent(apiKey.id)}`, {
         allowed_models: modelsOf(String(form.get('allowed_models') ?? '')),
-        budget: Object.fromEntries(PERIODS.map(({ period }) => [period, limitOf(String(form.get(period) ?? ''))])),
+        budget: budgetOf(form),
       });
       await onSaved();
       dialog.current?.close();
@@ -80,7 +82,7 @@ export function EditKeyLimits({ apiKey, onSaved }: { apiKey: ApiKey; onSaved: ()
           dialog.current?.showModal();
         }}
       >
-        Edit limits
+        Limits
       </button>
       <dialog ref={dialog} aria-labelledby={titleId}>
         <h2 id={titleId}>Limits of “{apiKey.name}”</h2>
@@ -106,7 +108,10 @@ export function EditKeyLimits({ apiKey, onSaved }: { apiKey: ApiKey; onSaved: ()
               />
             </div>
           ))}
-          <p className="muted">A request that would take the key's spend (charged and held) over a budget is refused; empty for no limit.</p>
+          <p className="muted">
+            Days and months are UTC. A request that would take the key's spend (charged and held) over a budget is refused; empty for no
+            limit.
+          </p>
           <ErrorNote error={error} />
           <div className="actions">
             <button type="button" onClick={() => dialog.current?.close()}>

@@ -3,7 +3,7 @@ import { type FormEvent, useState } from 'react';
 import { api } from '../api';
 import { perDay, when } from '../format';
 import { ConfirmButton, Empty, ErrorNote, Loading, PageHeader, SecretOnce, useLoad } from '../ui';
-import { EditKeyLimits, KeyBudget, KeyModels } from './KeyLimits';
+import { budgetOf, EditKeyLimits, KeyBudget, KeyModels, modelsOf, PERIODS } from './KeyLimits';
 
 /** The days of use each key's average is over. */
 const USAGE_DAYS = 7;
@@ -63,8 +63,7 @@ export function Keys() {
                   <th scope="col" className="num">
                     Daily average ({USAGE_DAYS} days)
                   </th>
-                  <th scope="col">Models</th>
-                  <th scope="col">Spend and budget</th>
+                  <th scope="col">Models, spend / budget</th>
                   <th scope="col">Status</th>
                   <th scope="col">
                     <span className="visually-hidden">Actions</span>
@@ -105,11 +104,13 @@ export function Keys() {
                       <td data-label={`Daily average (${USAGE_DAYS} days)`} className="num" data-testid="requests-per-day">
                         {use.average}
                       </td>
-                      <td data-label="Models" data-testid="models">
-                        <KeyModels apiKey={key} />
-                      </td>
-                      <td data-label="Spend and budget" data-testid="budget">
-                        <KeyBudget apiKey={key} />
+                      <td data-label="Models, spend / budget">
+                        <div data-testid="models">
+                          <KeyModels apiKey={key} />
+                        </div>
+                        <div data-testid="budget">
+                          <KeyBudget apiKey={key} />
+                        </div>
                       </td>
                       <td data-label="Status">
                         <span className={`badge ${status(key)}`}>{status(key)}</span>
@@ -153,6 +154,7 @@ function CreateKey({ onCreated }: { onCreated: (key: CreatedApiKey) => void }) {
     const form = new FormData(formElement);
     const rate = String(form.get('rate_limit_per_minute') ?? '');
     const days = String(form.get('expires_in_days') ?? '');
+    const models = modelsOf(String(form.get('allowed_models') ?? ''));
     setBusy(true);
     setError(undefined);
     try {
@@ -161,6 +163,8 @@ function CreateKey({ onCreated }: { onCreated: (key: CreatedApiKey) => void }) {
         scopes: form.getAll('scopes').map(String),
         ...(rate ? { rate_limit_per_minute: Number(rate) } : {}),
         ...(days ? { expires_in_days: Number(days) } : {}),
+        ...(models ? { allowed_models: models } : {}),
+        budget: budgetOf(form),
       });
       formElement.reset();
       onCreated(key);
@@ -196,6 +200,16 @@ function CreateKey({ onCreated }: { onCreated: (key: CreatedApiKey) => void }) {
           <label htmlFor="key-expiry">Expires after (days)</label>
           <input id="key-expiry" name="expires_in_days" type="number" min={1} max={3650} placeholder="never" inputMode="numeric" />
         </div>
+        <div>
+          <label htmlFor="key-models">Allowed models</label>
+          <input id="key-models" name="allowed_models" placeholder="every model" />
+        </div>
+        {PERIODS.map(({ period, field }) => (
+          <div key={period}>
+            <label htmlFor={`key-${period}`}>{field}</label>
+            <input id={`key-${period}`} name={period} type="number" min={0.000001} step="any" inputMode="decimal" placeholder="no limit" />
+          </div>
+        ))}
         <ErrorNote error={error} />
         <div>
           <button type="submit" className="primary" disabled={busy}>
