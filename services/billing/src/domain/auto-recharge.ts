@@ -147,7 +147,7 @@ function decide(command: AutoRechargeCommand, state: AutoRechargeState): AutoRec
           type: 'AutoRechargeDisabled',
           data: {
             org_id: command.orgId,
-            reason: `Turned off after ${command.policy.maxFailures} failed payments in a row of ${formatUsd(state.last.amountMicros)} (the last: ${command.message}). Save a card that can be charged and turn it on again.`,
+            reason: `Turned off after ${command.policy.maxFailures} failed payments in a row of ${formatUsd(state.last.amountMicros)}; the last: ${command.message} Save a card that can be charged and turn it on again.`,
             disabled_at: command.now,
           },
         });

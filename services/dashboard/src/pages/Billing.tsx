@@ -3,6 +3,7 @@ import { type FormEvent, useState } from 'react';
 import { api } from '../api';
 import { usd, when } from '../format';
 import { Empty, ErrorNote, Loading, PageHeader, useLoad } from '../ui';
+import { AutoRecharge } from './AutoRecharge';
 
 const STATUS_LABEL: Record<Payment['status'], string> = {
   pending: 'Pending',
@@ -155,6 +156,7 @@ export function Billing() {
         <p className="muted">You pay on Stripe’s page and come back here; the balance is credited once Stripe confirms the payment.</p>
         <ErrorNote error={error} />
       </section>
+      <AutoRecharge />
       <Alerts />
       <section className="panel" aria-labelledby="payments-title">
         <h2 id="payments-title">Payment history</h2>
@@ -186,6 +188,7 @@ export function Billing() {
                     <td>{when(p.paid_at ?? p.created)}</td>
                     <td>
                       <span className={`badge ${p.status}`}>{STATUS_LABEL[p.status]}</span>
+                      {p.auto_recharge && ' Auto-recharge'}
                     </td>
                     <td className="num">{usd(p.amount)}</td>
                     <td className="num">{p.refunded > 0 ? usd(p.refunded) : '—'}</td>
