@@ -62,7 +62,7 @@ describe.skipIf(!chromiumInstalled())('the operator’s organization page in Chr
     page
       .getByRole('table', { name: table })
       .locator('tbody tr')
-      .evaluateAll((rows) => rows.map((row) => (row as any).innerText.replace(/\s+/g, ' ').trim()));
+      .evaluateAll((rows): string[] => rows.map((row) => (row as any).innerText.replace(/\s+/g, ' ').trim()));
   const status = () => page.locator('.ok[role="status"]').textContent();
 
   beforeAll(async () => {
