@@ -196,6 +196,9 @@ describe('auto-recharge with Stripe (a fake Stripe API, deliveries signed with t
       last_attempt: { id: `autorecharge_${org}_1`, payment_id: intent!.object.id, amount: 20, outcome: 'succeeded', failure_message: null },
       next_attempt_after: state.last_attempt.created + 600,
     });
+    const credits = (await member('GET', '/console/v1/ledger')).body.data.filter((e: { reference: string | null }) => e.reference === intent!.object.id);
+    expect(credits).toHaveLength(1);
+    expect(credits[0]).toMatchObject({ type: 'credit', amount: 20, reference: intent!.object.id, description: `Auto-recharge paid with Stripe (${intent!.object.id})` });
     const [payment] = (await member('GET', '/console/v1/payments')).body.data;
     expect(payment).toMatchObject({ id: intent!.object.id, status: 'paid', amount: 20, auto_recharge: true, checkout_session: null });
   });

@@ -154,7 +154,7 @@ describe.skipIf(!chromiumInstalled())('auto-recharge on the console’s Billing 
           await status.waitFor();
           return page.getByRole('alert').filter({ hasText: 'Turned off after 3 failed payments' }).count();
         },
-        { timeout: 20_000, intervals: [500] },
+        { timeout: 20_000, interval: 500 },
       )
       .toBe(1);
     expect(await page.getByRole('alert').filter({ hasText: 'Turned off after 3 failed payments' }).textContent()).toContain('Your card was declined.');

@@ -266,7 +266,7 @@ export class PaymentsService {
     if (!owed) return 0;
     let applied = 0;
     for (const entry of owed.entries) {
-      const result = await this.deps.commands.handle(accountStream(owed.orgId), accountDecider, accountCommand(owed.orgId, paymentId, entry));
+      const result = await this.deps.commands.handle(accountStream(owed.orgId), accountDecider, accountCommand(owed.orgId, paymentId, entry, state.checkout?.sessionId === null));
       applied += result.events.length;
     }
     return applied;
@@ -286,7 +286,8 @@ export class PaymentsService {
   }
 }
 
-function accountCommand(orgId: string, paymentId: string, entry: AccountEntry) {
+/** `autoRecharge`: charged off-session to the saved card, which the ledger's description says. */
+function accountCommand(orgId: string, paymentId: string, entry: AccountEntry, autoRecharge: boolean) {
   if (entry.kind === 'credit') {
     return {
       type: 'CreditTopUp' as const,
@@ -294,7 +295,7 @@ function accountCommand(orgId: string, paymentId: string, entry: AccountEntry) {
       entryId: entry.entryId,
       paymentId,
       amountMicros: entry.amountMicros,
-      description: `Top-up paid with Stripe (${paymentId})`,
+      description: autoRecharge ? `Auto-recharge paid with Stripe (${paymentId})` : `Top-up paid with Stripe (${paymentId})`,
     };
   }
   return {
