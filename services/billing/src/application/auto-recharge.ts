@@ -86,8 +86,9 @@ export class AutoRechargeService implements AutoRechargeWebhooks {
       throw invalidRequest('payment_method_required', 'Save a card first (POST /console/v1/auto-recharge/payment-method), then turn auto-recharge on.', 'enabled');
     }
     await this.run(m.org_id, { type: 'Configure', orgId: m.org_id, enabled, thresholdMicros, amountMicros });
-    // Turned on below the threshold: the first recharge need not wait for the next check.
-    if (enabled) await this.check(m.org_id);
+    // Turned on below the threshold: the first recharge need not wait for the next check. Stripe unreachable
+    // leaves the attempt pending, asked again by the periodic check; the settings are saved either way.
+    if (enabled) await this.check(m.org_id).catch((err: unknown) => this.deps.logger.warn({ err, org_id: m.org_id }, 'auto-recharge check failed; will retry'));
     return this.get({ org_id: m.org_id });
   }
 
