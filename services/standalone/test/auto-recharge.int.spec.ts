@@ -246,6 +246,31 @@ describe('auto-recharge with Stripe (a fake Stripe API, deliveries signed with t
     expect(intentsOf(org)).toHaveLength(4);
   });
 
+  it('an attempt Stripe could not answer stays the one attempt, asked again with its key by the next check, never a second PaymentIntent', async () => {
+    const { org, member } = await organizationWithCard('Umbrella', 2, 'pm_card_visa');
+    const before = stripe.paymentIntentRequests.length;
+    // The SDK tries three times (two retries, one key); all three fail.
+    stripe.failPaymentIntents(3);
+    const on = await member('PATCH', '/console/v1/auto-recharge', { enabled: true, threshold: 5, amount: 20 });
+    expect(on.status).toBe(200);
+    expect(on.body).toMatchObject({ enabled: true, consecutive_failures: 0, last_attempt: { id: `autorecharge_${org}_1`, outcome: 'pending', payment_id: null } });
+    const tried = stripe.paymentIntentRequests.slice(before);
+    expect(tried.map((r) => r.idempotencyKey)).toEqual([`autorecharge_${org}_1`, `autorecharge_${org}_1`, `autorecharge_${org}_1`]);
+    expect(intentsOf(org)).toHaveLength(0);
+
+    // Within the minute the starting replica may still be waiting for Stripe: nothing is sent.
+    await member('PATCH', '/console/v1/auto-recharge', { enabled: true });
+    expect(stripe.paymentIntentRequests.length).toBe(before + 3);
+
+    clock.advance(60_000);
+    await vi.waitFor(() => expect(intentsOf(org)).toHaveLength(1), { timeout: 10_000, interval: 50 });
+    expect(new Set(stripe.paymentIntentRequests.slice(before).map((r) => r.idempotencyKey))).toEqual(new Set([`autorecharge_${org}_1`]));
+    await vi.waitFor(async () => expect((await member('GET', '/console/v1/auto-recharge')).body.last_attempt).toMatchObject({ outcome: 'succeeded', payment_id: intentsOf(org)[0]!.object.id }), {
+      timeout: 10_000,
+      interval: 50,
+    });
+  });
+
   it('refuses an amount outside the top-up bounds, naming it', async () => {
     const org = (await admin('POST', '/organizations', { name: 'Hooli', tier: 'standard' })).body.id as string;
     await admin('POST', `/organizations/${org}/members`, { email: 'ops@hooli.test', password: PASSWORD });

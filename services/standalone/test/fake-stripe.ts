@@ -31,6 +31,9 @@ export async function startFakeStripe(secretKey: string) {
   const byIdempotencyKey = new Map<string, string>();
   /** What an idempotent request answered first, replayed on a repeat: status and body. */
   const answered = new Map<string, { status: number; body: unknown }>();
+  /** PaymentIntent requests still to answer with Stripe's 500 `api_error` (which an idempotent retry may follow), and every one received. */
+  let failingPaymentIntents = 0;
+  const paymentIntentRequests: Array<{ idempotencyKey: string | undefined }> = [];
   let next = 0;
 
   const send = (res: import('node:http').ServerResponse, status: number, body: unknown) => {
@@ -55,6 +58,14 @@ export async function startFakeStripe(secretKey: string) {
       }
       const form = new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
       const key = req.headers['idempotency-key'];
+      if (req.url === '/v1/payment_intents') {
+        paymentIntentRequests.push({ idempotencyKey: typeof key === 'string' ? key : undefined });
+        // Stripe saves no result for a request that failed with a 500, so a retry with the same key runs it anew.
+        if (failingPaymentIntents > 0) {
+          failingPaymentIntents -= 1;
+          return send(res, 500, stripeError('api_error', 'An unknown error occurred.'));
+        }
+      }
       if (req.url === '/v1/customers' || req.url === '/v1/payment_intents') {
         const first = typeof key === 'string' ? answered.get(`${req.url} ${key}`) : undefined;
         if (first) return send(res, first.status, first.body);
@@ -177,6 +188,11 @@ export async function startFakeStripe(secretKey: string) {
     sessions,
     customers,
     paymentIntents,
+    paymentIntentRequests,
+    /** The next `n` PaymentIntent requests fail as Stripe's do when it cannot answer (500 `api_error`). */
+    failPaymentIntents: (n: number) => {
+      failingPaymentIntents = n;
+    },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
