@@ -152,6 +152,7 @@ describe('read-model queries', () => {
     expect(unindexed).toEqual([]);
     const queried = new Set(plans.map(({ sql }) => /FROM (rm_\w+)/.exec(sql)?.[1]));
     expect([...queried].sort()).toEqual([
+      'rm_billing_alert_settings',
       'rm_billing_api_keys',
       'rm_billing_ledger_entries',
       'rm_billing_open_reservations',
