@@ -98,7 +98,11 @@ describe('the OpenAPI document', () => {
     const stream = (document() as any).paths['/v1/webhooks/events/stream'].get;
     expect(stream['x-required-scope']).toBe('webhook:read');
     const media = stream.responses['200'].content['text/event-stream'];
-    expect(media['x-event-data'].required).toEqual(['id', 'type', 'created', 'data']);
-    expect(media['x-event-data'].properties.type.enum).toEqual(['video.processing', 'video.completed', 'video.failed']);
+    // One envelope per kind of event (the video's, and each of billing's): the same four fields, in the spec's order.
+    const envelopes = media['x-event-data'].oneOf as Array<{ required: string[]; properties: { type: { enum?: string[]; const?: string } } }>;
+    for (const envelope of envelopes) expect(envelope.required).toEqual(['id', 'type', 'created', 'data']);
+    expect(envelopes.flatMap((e) => e.properties.type.enum ?? [e.properties.type.const]).sort()).toEqual(
+      ['balance.low', 'billing.budget_threshold', 'billing.payment_failed', 'billing.payment_succeeded', 'video.completed', 'video.failed', 'video.processing'],
+    );
   });
 });
