@@ -1,4 +1,5 @@
 import type { ApiErrorBody } from '@oc/contracts';
+import { EventSourceParserStream } from 'eventsource-parser/stream';
 
 /** The console's API, on the gateway that served this page. */
 export const API = '/console/v1';
@@ -58,7 +59,7 @@ export async function api<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: 
 
 /**
  * POSTs `body` and hands each Server-Sent Event's `data` to `onData` as it arrives, until `[DONE]` or the end of
- * the stream. An answer that is not a stream (a refusal) is thrown as `ApiFailure`, as `api` does.
+ * the stream. A refusal, or an error event ending the stream, is thrown as `ApiFailure`, as `api` does.
  */
 export async function apiStream(path: string, body: unknown, onData: (data: unknown) => void, signal?: AbortSignal): Promise<void> {
   let res: Response;
@@ -70,7 +71,7 @@ export async function apiStream(path: string, body: unknown, onData: (data: unkn
       body: JSON.stringify(body),
       ...(signal ? { signal } : {}),
     });
-  } catch (error) {
+  } catch {
     if (signal?.aborted) return;
     throw new ApiFailure(0, { type: 'network_error', code: 'network_error', message: 'The service could not be reached. Check your connection and try again.' });
   }
@@ -78,24 +79,14 @@ export async function apiStream(path: string, body: unknown, onData: (data: unkn
     const parsed = (await res.json().catch(() => undefined)) as ApiErrorBody | undefined;
     throw new ApiFailure(res.status, parsed?.error ?? { type: 'api_error', code: 'internal_error', message: `HTTP ${res.status}` });
   }
-  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffered = '';
+  const events = res.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
   for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return;
-    buffered += value;
-    let end: number;
-    while ((end = buffered.indexOf('\n\n')) >= 0) {
-      const event = buffered.slice(0, end);
-      buffered = buffered.slice(end + 2);
-      const data = event
-        .split('\n')
-        .filter((line) => line.startsWith('data:'))
-        .map((line) => line.slice(5).trimStart())
-        .join('\n');
-      if (data === '[DONE]') return;
-      if (data !== '') onData(JSON.parse(data));
-    }
+    const { done, value } = await events.read();
+    if (done || value.data === '[DONE]') return;
+    const data = JSON.parse(value.data) as { error?: ApiErrorBody['error'] };
+    // A stream that fails after it started ends with an event in the spec's error shape.
+    if (data.error) throw new ApiFailure(res.status, data.error);
+    onData(data);
   }
 }
 
