@@ -64,7 +64,7 @@ export class MessageTracingInterceptor implements NestInterceptor {
     const headers = headersOf(message);
     return from(
       inSpan(
-        `process ${subject}`,
+        `process ${operationOf(subject)}`,
         { kind: 'consumer', parent: headers.traceparent, attributes: messaging(this.system, subject, 'process') },
         async (span) => {
           const reply = await lastValueFrom(next.handle(), { defaultValue: undefined });
@@ -75,6 +75,13 @@ export class MessageTracingInterceptor implements NestInterceptor {
     );
   }
 }
+
+/**
+ * A request sent to an organization's partition owner (`<prefix>.partitions.<p>.<subject>`, see `partitions.ts`)
+ * is named by its subject, as its sender's span is: one span name per operation, not one per partition. The
+ * subject it came on stays `messaging.destination.name`.
+ */
+const operationOf = (subject: string) => subject.replace(/(^|\.)partitions\.\d+\./, '$1');
 
 /** A stored event's consumer: a `process` span continuing the trace of the message or the event itself. */
 export function processEvent(

@@ -219,7 +219,9 @@ describe('access, from the route table', () => {
     type Session = (typeof sessions)[keyof typeof sessions];
     const call = async (who: keyof typeof sessions | Session | null, route: Route<unknown>, path: string, extra: Record<string, string> = {}) => {
       const session = typeof who === 'string' ? sessions[who] : (who ?? undefined);
-      const body = route.method === 'PATCH' ? { is_active: true } : route.method === 'POST' ? {} : undefined;
+      // A change each PATCH accepts, so that only whose the id is decides the answer.
+      const patch = route.path.includes('/keys/') ? { name: 'renamed' } : { is_active: true };
+      const body = route.method === 'PATCH' ? patch : route.method === 'POST' ? {} : undefined;
       const res = await conformingFetch(service.url, `${service.url}${path}`, {
         method: route.method,
         headers: {

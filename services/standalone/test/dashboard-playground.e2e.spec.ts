@@ -105,6 +105,8 @@ describe.skipIf(!chromiumInstalled())('the console’s Playground in Chromium', 
     await page.getByLabel('Message').fill('And what should I plant first?');
     await page.getByRole('button', { name: 'Send' }).click();
     await expect.poll(() => page.locator('.conversation li').count()).toBe(4);
+    // The second answer is charged too: nothing stays held once it is shown.
+    await expect.poll(async () => (await balance()).reserved).toBe(0);
     await shot('playground-chat');
   });
 
@@ -126,6 +128,19 @@ describe.skipIf(!chromiumInstalled())('the console’s Playground in Chromium', 
     const after = await balance();
     expect(after.reserved).toBeCloseTo(before.reserved + 0.4, 6);
     await shot('playground-video');
+  });
+
+  it('fits a 375 px wide screen', async () => {
+    await page.setViewportSize({ width: 375, height: 800 });
+    const overflowing = await page.evaluate(() => {
+      const { document: doc, innerWidth } = globalThis as any;
+      return [...doc.querySelectorAll('body *')]
+        .filter((e: any) => e.getBoundingClientRect().right > innerWidth + 1)
+        .map((e: any) => `${e.tagName.toLowerCase()}.${e.className}`);
+    });
+    expect(overflowing).toEqual([]);
+    await shot('playground-375');
+    await page.setViewportSize({ width: 1280, height: 900 });
   });
 
   it('met no console error, and every answer matched the OpenAPI document', async () => {
