@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadStandaloneConfig } from '../src/config';
 import { type Standalone, startStandalone } from '../src/standalone';
 import { CHROMIUM, CHROMIUM_ARGS, chromiumInstalled } from './chromium';
-import { expectConformance } from './conformance';
+import { watchConsole } from './console-browser';
 
 const ADMIN_TOKEN = 'dashboard-key-limits-admin-token-0123456789';
 const PASSWORD = 'correct horse battery staple';
@@ -70,26 +70,7 @@ describe.skipIf(!chromiumInstalled())('the console’s key limits in Chromium', 
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     page = await context.newPage();
-    page.on('console', (message) => {
-      if (message.type() === 'error') consoleErrors.push(`${message.text()} ${message.location().url}`);
-    });
-    page.on('pageerror', (error) => consoleErrors.push(error.message));
-    page.on('response', (response) => {
-      const url = new URL(response.url());
-      if (url.origin !== app.url || !url.pathname.startsWith('/console/v1/')) return;
-      answers.push(
-        (async () => {
-          try {
-            const headers = new Headers(await response.allHeaders());
-            const text = /^application\/json/.test(headers.get('content-type') ?? '') ? await response.text() : '';
-            await expectConformance(app.url, response.request().method(), url, response.status(), headers, text);
-            return undefined;
-          } catch (error) {
-            return (error as Error).message;
-          }
-        })(),
-      );
-    });
+    watchConsole(page, app.url, consoleErrors, answers);
     await page.goto(`${app.url}/dashboard/`);
     await page.getByLabel('Email').fill('ada@acme.test');
     await page.getByLabel('Password').fill(PASSWORD);
